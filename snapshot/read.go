@@ -1,0 +1,35 @@
+package snapshot
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Read decodes a snapshot from r, which may hold a raw pickle or a gzip or
+// zstd stream of one (detected by magic bytes, not by name).
+func Read(r io.Reader) (*Snapshot, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	magic, _ := br.Peek(4)
+	switch {
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("opening gzip stream: %w", err)
+		}
+		defer zr.Close()
+		return Decode(zr)
+	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			return nil, fmt.Errorf("opening zstd stream: %w", err)
+		}
+		defer zr.Close()
+		return Decode(zr)
+	}
+	return Decode(br)
+}

@@ -1,0 +1,70 @@
+package snapshot
+
+import "iter"
+
+// eventChunkBits sizes the event arena's chunks (64k events, 2.5 MiB). Chunks
+// are never reallocated, so a trace of N events costs N*40 bytes with no
+// slice-doubling copies (the prototype in shared/research/pickle-bench.md
+// measured 1.6x speed and 2.5x less peak RSS from this alone).
+const eventChunkBits = 16
+
+const eventChunkLen = 1 << eventChunkBits
+
+// eventArena is an append-only, chunked []Event.
+type eventArena struct {
+	chunks [][]Event
+	n      int
+}
+
+func (a *eventArena) push(e Event) int {
+	if a.n&(eventChunkLen-1) == 0 && a.n>>eventChunkBits == len(a.chunks) {
+		a.chunks = append(a.chunks, make([]Event, eventChunkLen))
+	}
+	i := a.n
+	a.chunks[i>>eventChunkBits][i&(eventChunkLen-1)] = e
+	a.n++
+	return i
+}
+
+func (a *eventArena) at(i int) *Event {
+	return &a.chunks[i>>eventChunkBits][i&(eventChunkLen-1)]
+}
+
+// Trace is one device's chronological event list.
+type Trace struct {
+	arena *eventArena
+	off   int
+	n     int
+}
+
+// NewTrace builds a Trace from events (for tests and synthetic inputs).
+func NewTrace(events []Event) Trace {
+	a := &eventArena{}
+	for _, e := range events {
+		a.push(e)
+	}
+	return Trace{arena: a, n: len(events)}
+}
+
+// Len is the number of events.
+func (t Trace) Len() int { return t.n }
+
+// At returns event i (0 <= i < Len). The pointer stays valid for the
+// snapshot's lifetime.
+func (t Trace) At(i int) *Event {
+	if i < 0 || i >= t.n {
+		panic("snapshot: trace index out of range")
+	}
+	return t.arena.at(t.off + i)
+}
+
+// All iterates over the events in order.
+func (t Trace) All() iter.Seq2[int, *Event] {
+	return func(yield func(int, *Event) bool) {
+		for i := 0; i < t.n; i++ {
+			if !yield(i, t.arena.at(t.off+i)) {
+				return
+			}
+		}
+	}
+}
