@@ -1,0 +1,233 @@
+// Package inputs turns command-line arguments into the snapshot files they
+// name, in the order a user expects to read them.
+//
+//  1. Expand resolves each argument: a file is taken as named, "-" is
+//     standard input, and a directory (walked recursively) or a glob
+//     contributes only the files whose first bytes say "snapshot" (KindOf),
+//     so dump folders with logs and CSVs mixed in just work.
+//  2. Each input carries the Identity its path implies (tag, rank, pid, step,
+//     dump time), parsed from names like step2/actor_rank0_pid746.pickle.
+//  3. The files one argument expands to are ordered by step, then dump time,
+//     then rank; arguments keep their command-line order.
+//  4. Open returns a Reader that counts bytes, for progress bars and for
+//     saying where in a file decoding stopped.
+package inputs
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Stdin is the argument that names standard input.
+const Stdin = "-"
+
+// Input is one snapshot to read.
+type Input struct {
+	// Path is the file's path as given or found under a directory argument,
+	// or Stdin.
+	Path string
+	Identity
+}
+
+// String names the input in messages.
+func (in Input) String() string {
+	if in.Path == Stdin {
+		return "stdin"
+	}
+	return in.Path
+}
+
+// Expand resolves args into inputs. Files named explicitly are kept whatever
+// they hold, so that reading them reports the real problem; files found in
+// directories or through globs are kept only if KindOf says Snapshot, and the
+// others are returned in skipped. An argument that names nothing, a glob
+// that matches nothing or a directory without snapshots is an error.
+func Expand(args []string) (inputs []Input, skipped []string, err error) {
+	seen := map[string]bool{}
+	add := func(in Input) {
+		if !seen[in.Path] {
+			seen[in.Path] = true
+			inputs = append(inputs, in)
+		}
+	}
+	for _, arg := range args {
+		if arg == Stdin {
+			if seen[Stdin] {
+				return nil, nil, errors.New("standard input (-) named more than once")
+			}
+			add(Input{Path: Stdin})
+			continue
+		}
+		group, skip, err := expandArg(arg)
+		if err != nil {
+			return nil, nil, err
+		}
+		skipped = append(skipped, skip...)
+		slices.SortStableFunc(group, compareInputs)
+		for _, in := range group {
+			add(in)
+		}
+	}
+	return inputs, skipped, nil
+}
+
+// expandArg resolves one argument other than Stdin.
+func expandArg(arg string) (found []Input, skipped []string, err error) {
+	info, statErr := os.Stat(arg)
+	if statErr != nil {
+		if !errors.Is(statErr, fs.ErrNotExist) || !strings.ContainsAny(arg, "*?[") {
+			return nil, nil, statErr
+		}
+		// Not a file: a glob the shell did not expand (quoted, or Windows).
+		matches, err := filepath.Glob(arg)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bad pattern %q: %w", arg, err)
+		}
+		if len(matches) == 0 {
+			return nil, nil, fmt.Errorf("%s: no files match", arg)
+		}
+		for _, m := range matches {
+			f, s, err := collect(m)
+			if err != nil {
+				return nil, nil, err
+			}
+			found, skipped = append(found, f...), append(skipped, s...)
+		}
+		if len(found) == 0 {
+			return nil, nil, fmt.Errorf("%s: no snapshots among %d matching files", arg, len(skipped))
+		}
+		return found, skipped, nil
+	}
+	if !info.IsDir() {
+		return []Input{{Path: arg, Identity: ParseIdentity(arg)}}, nil, nil
+	}
+	found, skipped, err = collect(arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(found) == 0 {
+		return nil, nil, fmt.Errorf("%s: no snapshots in this directory (%d other files)", arg, len(skipped))
+	}
+	return found, skipped, nil
+}
+
+// collect returns the snapshots at path, a file or a directory walked
+// recursively. Hidden files and folders (.git, .ipynb_checkpoints) are not
+// entered.
+func collect(root string) (found []Input, skipped []string, err error) {
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		hidden := path != root && strings.HasPrefix(d.Name(), ".")
+		if d.IsDir() {
+			if hidden {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if hidden {
+			return nil
+		}
+		info, err := os.Stat(path) // follows symlinks, unlike d.Type()
+		if err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		kind, err := KindOfFile(path)
+		if err != nil {
+			return fmt.Errorf("classifying %s: %w", path, err)
+		}
+		if kind != Snapshot {
+			skipped = append(skipped, path)
+			return nil
+		}
+		found = append(found, Input{Path: path, Identity: ParseIdentity(path)})
+		return nil
+	})
+	return found, skipped, err
+}
+
+// compareInputs orders by step, then dump time, then rank and pid, then
+// path. Inputs that have a field sort before inputs that lack it.
+func compareInputs(a, b Input) int {
+	if c := compareOptional(a.HasStep, b.HasStep, a.Step, b.Step); c != 0 {
+		return c
+	}
+	if c := compareOptional(a.HasTime, b.HasTime, a.Time.UnixNano(), b.Time.UnixNano()); c != 0 {
+		return c
+	}
+	if c := compareOptional(a.HasRank, b.HasRank, a.Rank, b.Rank); c != 0 {
+		return c
+	}
+	if c := compareOptional(a.HasPID, b.HasPID, a.PID, b.PID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Path, b.Path)
+}
+
+func compareOptional[T cmp.Ordered](hasA, hasB bool, a, b T) int {
+	switch {
+	case hasA && hasB:
+		return cmp.Compare(a, b)
+	case hasA:
+		return -1
+	case hasB:
+		return 1
+	}
+	return 0
+}
+
+// Reader reads one input and counts the bytes it has delivered.
+type Reader struct {
+	r      io.Reader
+	closer io.Closer
+	size   int64
+	n      int64
+}
+
+// Open opens the input for reading; Stdin reads os.Stdin, which Close
+// leaves open.
+func (in Input) Open() (*Reader, error) {
+	if in.Path == Stdin {
+		return &Reader{r: os.Stdin, size: -1}, nil
+	}
+	f, err := os.Open(in.Path)
+	if err != nil {
+		return nil, err
+	}
+	size := int64(-1)
+	if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
+		size = info.Size()
+	}
+	return &Reader{r: f, closer: f, size: size}, nil
+}
+
+func (r *Reader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.n += int64(n)
+	return n, err
+}
+
+// Size is the input's length in bytes, or -1 when unknown (a pipe).
+func (r *Reader) Size() int64 { return r.size }
+
+// BytesRead is how many bytes Read has returned so far.
+func (r *Reader) BytesRead() int64 { return r.n }
+
+// Close closes the underlying file.
+func (r *Reader) Close() error {
+	if r.closer == nil {
+		return nil
+	}
+	return r.closer.Close()
+}

@@ -1,0 +1,191 @@
+package inputs
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// pickleBytes is the start of a protocol-4 pickle of a dict.
+var pickleBytes = []byte{0x80, 0x04, 0x95, 0x10, 0, 0, 0, 0, 0, 0, 0, '}', 0x94, '.'}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func zstded(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zw, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zw.Close()
+	return zw.EncodeAll(b, nil)
+}
+
+func TestKindOf(t *testing.T) {
+	csv := []byte("timestamp,memory_allocated,memory_reserved\n1,2,3\n")
+	tests := []struct {
+		name string
+		data []byte
+		want Kind
+	}{
+		{"pickle protocol 4", pickleBytes, Snapshot},
+		{"pickle protocol 2", []byte{0x80, 0x02, '}', 'q', 0}, Snapshot},
+		{"pickle protocol 5", []byte{0x80, 0x05, ']', '.'}, Snapshot},
+		{"gzip pickle", gzipped(t, pickleBytes), Snapshot},
+		{"zstd pickle", zstded(t, pickleBytes), Snapshot},
+		{"csv", csv, Other},
+		{"gzip csv", gzipped(t, csv), Other},
+		{"zstd csv", zstded(t, csv), Other},
+		{"truncated gzip", []byte{0x1f, 0x8b, 0x08}, Other},
+		{"protocol byte out of range", []byte{0x80, 0x09, '.'}, Other},
+		{"empty", nil, Other},
+		{"one byte", []byte{0x80}, Other},
+	}
+	for _, test := range tests {
+		got, err := KindOf(bytes.NewReader(test.data))
+		if err != nil {
+			t.Errorf("%s: %v", test.name, err)
+			continue
+		}
+		if got != test.want {
+			t.Errorf("%s: got %v, want %v", test.name, got, test.want)
+		}
+	}
+}
+
+// writeTree creates files under dir; a name ending in / is a directory.
+func writeTree(t *testing.T, dir string, files map[string][]byte) {
+	t.Helper()
+	for name, data := range files {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func paths(dir string, ins []Input) []string {
+	out := make([]string, len(ins))
+	for i, in := range ins {
+		rel, err := filepath.Rel(dir, in.Path)
+		if err != nil {
+			rel = in.Path
+		}
+		out[i] = filepath.ToSlash(rel)
+	}
+	return out
+}
+
+func TestExpand(t *testing.T) {
+	dir := t.TempDir()
+	log := []byte("step 1 loss 0.3\n")
+	writeTree(t, dir, map[string][]byte{
+		"run/step10/actor_rank0_pid1.pickle":    pickleBytes,
+		"run/step2/actor_rank1_pid2.pickle.gz":  gzipped(t, pickleBytes),
+		"run/step2/actor_rank0_pid3.pickle.zst": zstded(t, pickleBytes),
+		"run/step2/memory_log.csv":              []byte("a,b\n"),
+		"run/train.log":                         log,
+		"run/.cache/hidden_rank0.pickle":        pickleBytes,
+		"ts/20250601-1300/a_rank0_pid1.pickle":  pickleBytes,
+		"ts/20250601-1200/a_rank1_pid1.pickle":  pickleBytes,
+		"ts/20250601-1200/a_rank0_pid1.pickle":  pickleBytes,
+		"notes.txt":                             log,
+		"empty/readme.md":                       log,
+	})
+	at := func(name string) string { return filepath.Join(dir, filepath.FromSlash(name)) }
+
+	tests := []struct {
+		name        string
+		args        []string
+		want        []string
+		wantSkipped int
+		wantErr     string
+	}{
+		{name: "directory: steps in numeric order, ranks within a step, other files skipped",
+			args:        []string{at("run")},
+			want:        []string{"run/step2/actor_rank0_pid3.pickle.zst", "run/step2/actor_rank1_pid2.pickle.gz", "run/step10/actor_rank0_pid1.pickle"},
+			wantSkipped: 2},
+		{name: "timestamp folders in time order",
+			args: []string{at("ts")},
+			want: []string{"ts/20250601-1200/a_rank0_pid1.pickle", "ts/20250601-1200/a_rank1_pid1.pickle", "ts/20250601-1300/a_rank0_pid1.pickle"}},
+		{name: "explicit files keep argument order and are not sniffed",
+			args: []string{at("notes.txt"), at("run/step10/actor_rank0_pid1.pickle")},
+			want: []string{"notes.txt", "run/step10/actor_rank0_pid1.pickle"}},
+		{name: "glob",
+			args:        []string{at("run/step*/*")},
+			want:        []string{"run/step2/actor_rank0_pid3.pickle.zst", "run/step2/actor_rank1_pid2.pickle.gz", "run/step10/actor_rank0_pid1.pickle"},
+			wantSkipped: 1},
+		{name: "a file named twice is read once",
+			args: []string{at("run/step10"), at("run/step10/actor_rank0_pid1.pickle")},
+			want: []string{"run/step10/actor_rank0_pid1.pickle"}},
+		{name: "stdin",
+			args: []string{"-", at("run/step10")},
+			want: []string{"-", "run/step10/actor_rank0_pid1.pickle"}},
+		{name: "stdin twice", args: []string{"-", "-"}, wantErr: "more than once"},
+		{name: "missing file", args: []string{at("nope.pickle")}, wantErr: "no such file"},
+		{name: "glob without matches", args: []string{at("run/*.zip")}, wantErr: "no files match"},
+		{name: "glob without snapshots", args: []string{at("run/*.log")}, wantErr: "no snapshots among 1"},
+		{name: "directory without snapshots", args: []string{at("empty")}, wantErr: "no snapshots in this directory"},
+	}
+	for _, test := range tests {
+		got, skipped, err := Expand(test.args)
+		if test.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), test.wantErr) {
+				t.Errorf("%s: got error %v, want one containing %q", test.name, err, test.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", test.name, err)
+			continue
+		}
+		if p := paths(dir, got); !slices.Equal(p, test.want) {
+			t.Errorf("%s:\n got %q\nwant %q", test.name, p, test.want)
+		}
+		if len(skipped) != test.wantSkipped {
+			t.Errorf("%s: skipped %q, want %d files", test.name, skipped, test.wantSkipped)
+		}
+	}
+}
+
+func TestOpenCountsBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.pickle")
+	if err := os.WriteFile(path, pickleBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Input{Path: path}.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Size() != int64(len(pickleBytes)) {
+		t.Errorf("Size = %d, want %d", r.Size(), len(pickleBytes))
+	}
+	if _, err := io.CopyN(io.Discard, r, 5); err != nil {
+		t.Fatal(err)
+	}
+	if r.BytesRead() != 5 {
+		t.Errorf("BytesRead after 5 bytes = %d", r.BytesRead())
+	}
+}
