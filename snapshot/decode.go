@@ -2,10 +2,731 @@ package snapshot
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"math"
+
+	"github.com/vramscope/vramscope/internal/pickle"
 )
 
-// Decode decodes an uncompressed snapshot pickle from r.
+// Decode decodes an uncompressed snapshot pickle from r. It reads r once,
+// front to back, and never executes anything the file says: class and call
+// opcodes are refused with an error naming the opcode and byte offset.
 func Decode(r io.Reader) (*Snapshot, error) {
-	return nil, errors.New("not implemented yet")
+	b := newBuilder()
+	dec := pickle.NewDecoder(r, b, pickle.DefaultLimits)
+	top, err := dec.Decode()
+	if err != nil {
+		return nil, fmt.Errorf("decoding snapshot: %w", err)
+	}
+	b.sn.Protocol = dec.Protocol()
+	if err := b.finish(top); err != nil {
+		return nil, fmt.Errorf("decoding snapshot: %w", err)
+	}
+	return b.sn, nil
+}
+
+// Kinds of the values the builder hands back to the VM once a container is
+// closed.
+const (
+	vFrame      = pickle.KindUser + iota // N: FrameID
+	vStack                               // N: StackID
+	vEvent                               // N: index in builder.events
+	vBlock                               // N: index in Snapshot.Blocks
+	vSegment                             // N: index in builder.segs
+	vAnnotation                          // N: index in builder.anns
+	vHistory                             // N: index in builder.hist
+	vRange                               // N: index in builder.ranges (a list of one typed kind)
+	vEmpty                               // an empty list
+	vList                                // N: index in builder.lists
+	vTuple                               // N: index in builder.lists
+	vDict                                // N: index in builder.dicts
+)
+
+// span is a list of typed records that sit contiguously in their arena.
+type span struct {
+	elem     pickle.Kind
+	start, n int
+}
+
+// history is a torch 2.0 block history entry.
+type history struct {
+	addr, realSize uint64
+	stack          StackID
+}
+
+// dictB accumulates one dict until it is closed.
+type dictB struct {
+	set   keySet
+	f     [numKeys]pickle.Value
+	extra []pickle.Value // unknown keys and their values, alternating
+}
+
+// listB accumulates one list. Typed records (frames excepted) are not
+// copied: the list remembers where they sit in their arena, and only falls
+// back to explicit indices if they are not contiguous.
+type listB struct {
+	elem    pickle.Kind // kind of every element so far; 0 while empty
+	start   int
+	n       int
+	idx     []int // explicit arena indices, when not contiguous
+	frames  []FrameID
+	generic []pickle.Value // once elements of mixed or plain kinds appear
+	isGen   bool
+}
+
+type container struct {
+	dict bool
+	d    dictB
+	l    listB
+}
+
+// builder is the pickle.Sink that turns containers into the typed model.
+type builder struct {
+	sn     *Snapshot
+	conts  []container
+	keyOf  []key    // by StringID
+	actOf  []Action // by StringID
+	events eventArena
+	segs   []Segment
+	anns   []Annotation
+	hist   []history
+	ranges []span
+	lists  [][]pickle.Value
+	dicts  [][]pickle.Value
+
+	lastStreamRaw int64
+	lastStream    StreamID
+	sawHistory    bool
+}
+
+func newBuilder() *builder {
+	b := &builder{sn: New()}
+	b.syncStrings()
+	return b
+}
+
+// syncStrings extends the per-string lookup tables to new strings.
+func (b *builder) syncStrings() {
+	for i := len(b.keyOf); i < len(b.sn.strings); i++ {
+		s := b.sn.strings[i]
+		b.keyOf = append(b.keyOf, keyByName[s])
+		b.actOf = append(b.actOf, ParseAction(s))
+	}
+}
+
+func (b *builder) String(p []byte, isBytes bool) (pickle.Value, error) {
+	id := b.sn.internBytes(p)
+	if int(id) >= len(b.keyOf) {
+		b.syncStrings()
+	}
+	k := pickle.KindString
+	if isBytes {
+		k = pickle.KindBytes
+	}
+	return pickle.Value{Kind: k, N: uint64(id)}, nil
+}
+
+func (b *builder) Open(h pickle.Handle, c pickle.Container) error {
+	for int(h) >= len(b.conts) {
+		b.conts = append(b.conts, container{})
+	}
+	ct := &b.conts[h]
+	ct.dict = c == pickle.Dict
+	ct.d.set = 0
+	ct.d.extra = ct.d.extra[:0]
+	ct.l = listB{idx: ct.l.idx[:0], frames: ct.l.frames[:0], generic: ct.l.generic[:0]}
+	return nil
+}
+
+func (b *builder) SetItems(h pickle.Handle, kv []pickle.Value) error {
+	ct := &b.conts[h]
+	if !ct.dict {
+		return errors.New("SETITEMS on a list")
+	}
+	d := &ct.d
+	for i := 0; i < len(kv); i += 2 {
+		k, v := kv[i], kv[i+1]
+		if k.Kind == pickle.KindString {
+			if kk := b.keyOf[k.N]; kk != kUnknown {
+				d.f[kk] = v
+				d.set |= 1 << kk
+				continue
+			}
+		}
+		d.extra = append(d.extra, k, v)
+	}
+	return nil
+}
+
+func (b *builder) Append(h pickle.Handle, items []pickle.Value) error {
+	ct := &b.conts[h]
+	if ct.dict {
+		return errors.New("APPEND on a dict")
+	}
+	l := &ct.l
+	for _, v := range items {
+		if l.isGen {
+			l.generic = append(l.generic, v)
+			continue
+		}
+		if v.Kind == vFrame && (l.elem == 0 || l.elem == vFrame) {
+			l.elem = vFrame
+			l.frames = append(l.frames, FrameID(v.N))
+			l.n++
+			continue
+		}
+		if isArenaKind(v.Kind) && (l.elem == 0 || l.elem == v.Kind) {
+			i := int(v.N)
+			switch {
+			case l.elem == 0:
+				l.elem, l.start, l.n = v.Kind, i, 1
+			case l.idx == nil && i == l.start+l.n:
+				l.n++
+			default:
+				if l.idx == nil {
+					l.idx = make([]int, 0, l.n+1)
+					for j := 0; j < l.n; j++ {
+						l.idx = append(l.idx, l.start+j)
+					}
+				}
+				l.idx = append(l.idx, i)
+				l.n++
+			}
+			continue
+		}
+		b.toGeneric(l)
+		l.generic = append(l.generic, v)
+	}
+	return nil
+}
+
+func isArenaKind(k pickle.Kind) bool {
+	switch k {
+	case vEvent, vBlock, vSegment, vAnnotation, vHistory:
+		return true
+	}
+	return false
+}
+
+// toGeneric turns a typed list into a generic one, keeping its elements.
+func (b *builder) toGeneric(l *listB) {
+	if l.isGen {
+		return
+	}
+	l.isGen = true
+	l.generic = l.generic[:0]
+	switch {
+	case l.elem == vFrame:
+		for _, f := range l.frames {
+			l.generic = append(l.generic, pickle.Value{Kind: vFrame, N: uint64(f)})
+		}
+	case l.elem != 0:
+		for j := 0; j < l.n; j++ {
+			i := l.start + j
+			if l.idx != nil {
+				i = l.idx[j]
+			}
+			l.generic = append(l.generic, pickle.Value{Kind: l.elem, N: uint64(i)})
+		}
+	}
+}
+
+func (b *builder) Tuple(items []pickle.Value) (pickle.Value, error) {
+	b.lists = append(b.lists, append([]pickle.Value(nil), items...))
+	return pickle.Value{Kind: vTuple, N: uint64(len(b.lists) - 1)}, nil
+}
+
+func (b *builder) Close(h pickle.Handle) (pickle.Value, error) {
+	ct := &b.conts[h]
+	if ct.dict {
+		return b.closeDict(&ct.d)
+	}
+	return b.closeList(&ct.l)
+}
+
+func (b *builder) closeList(l *listB) (pickle.Value, error) {
+	switch {
+	case l.isGen:
+		b.lists = append(b.lists, append([]pickle.Value(nil), l.generic...))
+		return pickle.Value{Kind: vList, N: uint64(len(b.lists) - 1)}, nil
+	case l.elem == 0:
+		return pickle.Value{Kind: vEmpty}, nil
+	case l.elem == vFrame:
+		return pickle.Value{Kind: vStack, N: uint64(b.sn.InternStack(l.frames))}, nil
+	}
+	start := l.start
+	if l.idx != nil {
+		// Not contiguous (an element was shared with another list): copy the
+		// elements to the end of their arena, where they are.
+		start = b.arenaLen(l.elem)
+		for _, i := range l.idx {
+			b.copyElem(l.elem, i)
+		}
+	}
+	b.ranges = append(b.ranges, span{elem: l.elem, start: start, n: l.n})
+	return pickle.Value{Kind: vRange, N: uint64(len(b.ranges) - 1)}, nil
+}
+
+func (b *builder) arenaLen(k pickle.Kind) int {
+	switch k {
+	case vEvent:
+		return b.events.n
+	case vBlock:
+		return len(b.sn.Blocks)
+	case vSegment:
+		return len(b.segs)
+	case vAnnotation:
+		return len(b.anns)
+	}
+	return len(b.hist)
+}
+
+func (b *builder) copyElem(k pickle.Kind, i int) {
+	switch k {
+	case vEvent:
+		b.events.push(*b.events.at(i))
+	case vBlock:
+		b.sn.Blocks = append(b.sn.Blocks, b.sn.Blocks[i])
+	case vSegment:
+		b.segs = append(b.segs, b.segs[i])
+	case vAnnotation:
+		b.anns = append(b.anns, b.anns[i])
+	default:
+		b.hist = append(b.hist, b.hist[i])
+	}
+}
+
+func (b *builder) closeDict(d *dictB) (pickle.Value, error) {
+	switch {
+	case d.set.has(kAction):
+		return b.closeEvent(d)
+	case d.set.has(kSegments) || d.set.has(kDeviceTraces):
+		return b.generic(d), nil // the top dict: finish reads it
+	case d.set.has(kBlocks) || d.set.has(kTotalSize):
+		return b.closeSegment(d)
+	case d.set.has(kState):
+		return b.closeBlock(d)
+	case d.set.has(kRealSize):
+		return b.closeHistory(d)
+	case d.set.has(kStage) && d.set.has(kName):
+		return b.closeAnnotation(d)
+	case d.set.has(kFilename) && d.set.has(kName):
+		return b.closeFrame(d)
+	}
+	return b.generic(d), nil
+}
+
+// generic keeps a dict the model does not type (allocator_settings, unknown
+// additions) as alternating keys and values.
+func (b *builder) generic(d *dictB) pickle.Value {
+	kv := make([]pickle.Value, 0, 2*popcount(d.set)+len(d.extra))
+	for k := key(1); k < numKeys; k++ {
+		if d.set.has(k) {
+			kv = append(kv, pickle.Value{Kind: pickle.KindString, N: uint64(b.sn.InternString(keyNames[k]))}, d.f[k])
+		}
+	}
+	kv = append(kv, d.extra...)
+	b.dicts = append(b.dicts, kv)
+	return pickle.Value{Kind: vDict, N: uint64(len(b.dicts) - 1)}
+}
+
+func popcount(s keySet) int {
+	n := 0
+	for ; s != 0; s &= s - 1 {
+		n++
+	}
+	return n
+}
+
+// countExtra records the unknown keys of a typed record.
+func (b *builder) countExtra(where string, d *dictB) {
+	for i := 0; i < len(d.extra); i += 2 {
+		b.sn.Unknown[where+"."+b.keyString(d.extra[i])]++
+	}
+}
+
+func (b *builder) keyString(k pickle.Value) string {
+	if k.Kind == pickle.KindString || k.Kind == pickle.KindBytes {
+		return b.sn.strings[k.N]
+	}
+	return fmt.Sprint(b.toAny(k, 0))
+}
+
+// Field readers. They name the record and key in their errors: a snapshot
+// with a string where a size belongs is reported, not guessed at.
+
+func (b *builder) uintField(what string, d *dictB, k key) (uint64, error) {
+	if !d.set.has(k) {
+		return 0, nil
+	}
+	if u, ok := d.f[k].Uint(); ok {
+		return u, nil
+	}
+	return 0, fmt.Errorf("%s: %q is %s, want a non-negative int", what, keyNames[k], b.describe(d.f[k]))
+}
+
+func (b *builder) intField(what string, d *dictB, k key) (int64, error) {
+	if !d.set.has(k) {
+		return 0, nil
+	}
+	if i, ok := d.f[k].Int(); ok {
+		return i, nil
+	}
+	return 0, fmt.Errorf("%s: %q is %s, want an int", what, keyNames[k], b.describe(d.f[k]))
+}
+
+func (b *builder) strField(what string, d *dictB, k key) (StringID, error) {
+	if !d.set.has(k) {
+		return 0, nil
+	}
+	if v := d.f[k]; v.Kind == pickle.KindString {
+		return StringID(v.N), nil
+	}
+	return 0, fmt.Errorf("%s: %q is %s, want a str", what, keyNames[k], b.describe(d.f[k]))
+}
+
+func (b *builder) boolField(what string, d *dictB, k key) (bool, error) {
+	if !d.set.has(k) {
+		return false, nil
+	}
+	if v := d.f[k]; v.Kind == pickle.KindBool || v.Kind == pickle.KindInt {
+		return v.N != 0, nil
+	}
+	return false, fmt.Errorf("%s: %q is %s, want a bool", what, keyNames[k], b.describe(d.f[k]))
+}
+
+// stackField reads "frames" (plus 2.0's "cpp_frames" strings, appended as
+// frames after the Python ones). An absent key is NoStack.
+func (b *builder) stackField(what string, d *dictB) (StackID, error) {
+	id := NoStack
+	if d.set.has(kFrames) {
+		switch v := d.f[kFrames]; v.Kind {
+		case vStack:
+			id = StackID(v.N)
+		case vEmpty:
+			id = EmptyStack
+		default:
+			return 0, fmt.Errorf("%s: \"frames\" is %s, want a list of frames", what, b.describe(v))
+		}
+	}
+	if !d.set.has(kCppFrames) {
+		return id, nil
+	}
+	v := d.f[kCppFrames]
+	if v.Kind == vEmpty {
+		if id == NoStack {
+			id = EmptyStack
+		}
+		return id, nil
+	}
+	if v.Kind != vList {
+		return 0, fmt.Errorf("%s: \"cpp_frames\" is %s, want a list of str", what, b.describe(v))
+	}
+	frames := append([]FrameID(nil), b.sn.Stack(id)...)
+	for _, s := range b.lists[v.N] {
+		if s.Kind != pickle.KindString {
+			return 0, fmt.Errorf("%s: \"cpp_frames\" holds %s, want str", what, b.describe(s))
+		}
+		frames = append(frames, b.sn.InternFrame(Frame{Name: b.sn.strings[s.N]}))
+	}
+	return b.sn.InternStack(frames), nil
+}
+
+func (b *builder) stream(what string, d *dictB) (StreamID, error) {
+	raw, err := b.intField(what, d, kStream)
+	if err != nil {
+		return 0, err
+	}
+	if raw == b.lastStreamRaw && len(b.sn.Streams) > int(b.lastStream) {
+		return b.lastStream, nil
+	}
+	if len(b.sn.Streams) > math.MaxUint16 {
+		return 0, fmt.Errorf("%s: more than %d distinct streams", what, math.MaxUint16)
+	}
+	id := b.sn.InternStream(raw)
+	b.lastStreamRaw, b.lastStream = raw, id
+	return id, nil
+}
+
+func (b *builder) closeEvent(d *dictB) (pickle.Value, error) {
+	const what = "trace entry"
+	var e Event
+	var err error
+	act := d.f[kAction]
+	if act.Kind != pickle.KindString {
+		return pickle.Value{}, fmt.Errorf("%s: \"action\" is %s, want a str", what, b.describe(act))
+	}
+	e.Action = b.actOf[act.N]
+	if e.Action == ActionUnknown {
+		b.sn.Unknown["action."+b.sn.strings[act.N]]++
+	}
+	if d.set.has(kDeviceFree) {
+		if e.Addr, err = b.uintField(what, d, kDeviceFree); err != nil {
+			return pickle.Value{}, err
+		}
+	} else if e.Addr, err = b.uintField(what, d, kAddr); err != nil {
+		return pickle.Value{}, err
+	}
+	if e.Size, err = b.uintField(what, d, kSize); err != nil {
+		return pickle.Value{}, err
+	}
+	if e.Stream, err = b.stream(what, d); err != nil {
+		return pickle.Value{}, err
+	}
+	if e.TimeUS, err = b.intField(what, d, kTimeUS); err != nil {
+		return pickle.Value{}, err
+	}
+	if e.CompileContext, err = b.strField(what, d, kCompileContext); err != nil {
+		return pickle.Value{}, err
+	}
+	if d.set.has(kUserMetadata) && d.f[kUserMetadata].Kind != pickle.KindString {
+		// Newer torch may write structured metadata; keep going without it.
+		b.sn.Unknown["event.user_metadata(non-str)"]++
+	} else if e.UserMetadata, err = b.strField(what, d, kUserMetadata); err != nil {
+		return pickle.Value{}, err
+	}
+	if e.Stack, err = b.stackField(what, d); err != nil {
+		return pickle.Value{}, err
+	}
+	if len(d.extra) > 0 {
+		b.countExtra("event", d)
+	}
+	return pickle.Value{Kind: vEvent, N: uint64(b.events.push(e))}, nil
+}
+
+func (b *builder) closeFrame(d *dictB) (pickle.Value, error) {
+	const what = "frame"
+	name, err := b.strField(what, d, kName)
+	if err != nil {
+		return pickle.Value{}, err
+	}
+	file, err := b.strField(what, d, kFilename)
+	if err != nil {
+		return pickle.Value{}, err
+	}
+	line, err := b.uintField(what, d, kLine)
+	if err != nil {
+		// torch writes unknown lines as 2**64-1; a negative -1 means the same.
+		if i, ok := d.f[kLine].Int(); ok && i == -1 {
+			line, err = UnknownLine, nil
+		} else {
+			return pickle.Value{}, err
+		}
+	}
+	if len(d.extra) > 0 {
+		b.countExtra("frame", d) // FX augmentation: fx_node_op, fx_node_name, ...
+	}
+	id := b.sn.InternFrame(Frame{Name: b.sn.strings[name], Filename: b.sn.strings[file], Line: line})
+	return pickle.Value{Kind: vFrame, N: uint64(id)}, nil
+}
+
+var blockStates = map[string]BlockState{
+	"inactive":             Inactive,
+	"active_allocated":     ActiveAllocated,
+	"active_pending_free":  ActivePendingFree,
+	"active_awaiting_free": ActivePendingFree, // the name in 2.11's docstring
+}
+
+func (b *builder) closeBlock(d *dictB) (pickle.Value, error) {
+	const what = "block"
+	var blk Block
+	var err error
+	st, err := b.strField(what, d, kState)
+	if err != nil {
+		return pickle.Value{}, err
+	}
+	state, ok := blockStates[b.sn.strings[st]]
+	if !ok {
+		return pickle.Value{}, fmt.Errorf("%s: unknown state %q", what, b.sn.strings[st])
+	}
+	blk.State = state
+	if blk.Size, err = b.uintField(what, d, kSize); err != nil {
+		return pickle.Value{}, err
+	}
+	if blk.Address, err = b.uintField(what, d, kAddress); err != nil {
+		return pickle.Value{}, err
+	}
+	if blk.Stack, err = b.stackField(what, d); err != nil {
+		return pickle.Value{}, err
+	}
+	switch {
+	case d.set.has(kRequestedSize):
+		if blk.RequestedSize, err = b.uintField(what, d, kRequestedSize); err != nil {
+			return pickle.Value{}, err
+		}
+	case d.set.has(kHistory):
+		// torch 2.0: the last history entry is the current allocation.
+		b.sawHistory = true
+		hv := d.f[kHistory]
+		if hv.Kind == vRange && b.ranges[hv.N].elem == vHistory {
+			r := b.ranges[hv.N]
+			h := b.hist[r.start+r.n-1]
+			if blk.State.Active() {
+				blk.RequestedSize = h.realSize
+				blk.Stack = h.stack
+			}
+			if blk.Address == 0 {
+				blk.Address = h.addr
+			}
+		} else if hv.Kind != vEmpty {
+			return pickle.Value{}, fmt.Errorf("%s: \"history\" is %s, want a list of history entries", what, b.describe(hv))
+		}
+	default:
+		if blk.State.Active() { // torch <= 1.x: nothing better than the block size
+			blk.RequestedSize = blk.Size
+		}
+	}
+	if len(d.extra) > 0 {
+		b.countExtra("block", d)
+	}
+	b.sn.Blocks = append(b.sn.Blocks, blk)
+	return pickle.Value{Kind: vBlock, N: uint64(len(b.sn.Blocks) - 1)}, nil
+}
+
+func (b *builder) closeHistory(d *dictB) (pickle.Value, error) {
+	const what = "block history entry"
+	var h history
+	var err error
+	if h.addr, err = b.uintField(what, d, kAddr); err != nil {
+		return pickle.Value{}, err
+	}
+	if h.realSize, err = b.uintField(what, d, kRealSize); err != nil {
+		return pickle.Value{}, err
+	}
+	if h.stack, err = b.stackField(what, d); err != nil {
+		return pickle.Value{}, err
+	}
+	b.hist = append(b.hist, h)
+	return pickle.Value{Kind: vHistory, N: uint64(len(b.hist) - 1)}, nil
+}
+
+func (b *builder) closeSegment(d *dictB) (pickle.Value, error) {
+	const what = "segment"
+	var s Segment
+	var err error
+	dev, err := b.intField(what, d, kDevice)
+	if err != nil {
+		return pickle.Value{}, err
+	}
+	s.Device = int(dev)
+	if s.Address, err = b.uintField(what, d, kAddress); err != nil {
+		return pickle.Value{}, err
+	}
+	if s.TotalSize, err = b.uintField(what, d, kTotalSize); err != nil {
+		return pickle.Value{}, err
+	}
+	if s.AllocatedSize, err = b.uintField(what, d, kAllocatedSize); err != nil {
+		return pickle.Value{}, err
+	}
+	if s.ActiveSize, err = b.uintField(what, d, kActiveSize); err != nil {
+		return pickle.Value{}, err
+	}
+	if s.RequestedSize, err = b.uintField(what, d, kRequestedSize); err != nil {
+		return pickle.Value{}, err
+	}
+	if s.Stream, err = b.stream(what, d); err != nil {
+		return pickle.Value{}, err
+	}
+	if d.set.has(kSegmentType) {
+		t, err := b.strField(what, d, kSegmentType)
+		if err != nil {
+			return pickle.Value{}, err
+		}
+		switch b.sn.strings[t] {
+		case "small":
+			s.Type = Small
+		case "large":
+			s.Type = Large
+		default:
+			return pickle.Value{}, fmt.Errorf("%s: unknown segment_type %q", what, b.sn.strings[t])
+		}
+	}
+	if d.set.has(kSegmentPoolID) {
+		if s.Pool, err = b.poolID(d.f[kSegmentPoolID]); err != nil {
+			return pickle.Value{}, fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	if s.Expandable, err = b.boolField(what, d, kIsExpandable); err != nil {
+		return pickle.Value{}, err
+	}
+	if s.Stack, err = b.stackField(what, d); err != nil {
+		return pickle.Value{}, err
+	}
+	s.FirstBlock = len(b.sn.Blocks)
+	switch bv := d.f[kBlocks]; {
+	case !d.set.has(kBlocks) || bv.Kind == vEmpty:
+	case bv.Kind == vRange && b.ranges[bv.N].elem == vBlock:
+		r := b.ranges[bv.N]
+		s.FirstBlock, s.NumBlocks = r.start, r.n
+	default:
+		return pickle.Value{}, fmt.Errorf("%s: \"blocks\" is %s, want a list of blocks", what, b.describe(bv))
+	}
+	b.fillOlderFields(d, &s)
+	if len(d.extra) > 0 {
+		b.countExtra("segment", d)
+	}
+	b.segs = append(b.segs, s)
+	return pickle.Value{Kind: vSegment, N: uint64(len(b.segs) - 1)}, nil
+}
+
+// fillOlderFields derives what files before torch 2.1 do not carry: block
+// addresses (segment address + running size, as MemoryViz does) and the
+// segment's requested size.
+func (b *builder) fillOlderFields(d *dictB, s *Segment) {
+	blocks := b.sn.Blocks[s.FirstBlock : s.FirstBlock+s.NumBlocks]
+	if len(blocks) > 0 && blocks[0].Address == 0 && s.Address != 0 {
+		addr := s.Address
+		for i := range blocks {
+			blocks[i].Address = addr
+			addr += blocks[i].Size
+		}
+	}
+	if !d.set.has(kRequestedSize) {
+		for _, blk := range blocks {
+			if blk.State.Active() {
+				s.RequestedSize += blk.RequestedSize
+			}
+		}
+	}
+}
+
+func (b *builder) poolID(v pickle.Value) (PoolID, error) {
+	if v.Kind == vTuple || v.Kind == vList {
+		t := b.lists[v.N]
+		if len(t) == 2 {
+			x, ok1 := t[0].Int()
+			y, ok2 := t[1].Int()
+			if ok1 && ok2 {
+				return PoolID{x, y}, nil
+			}
+		}
+	}
+	return PoolID{}, fmt.Errorf("\"segment_pool_id\" is %s, want a pair of ints", b.describe(v))
+}
+
+func (b *builder) closeAnnotation(d *dictB) (pickle.Value, error) {
+	const what = "external annotation"
+	var a Annotation
+	stage, err := b.strField(what, d, kStage)
+	if err != nil {
+		return pickle.Value{}, err
+	}
+	name, err := b.strField(what, d, kName)
+	if err != nil {
+		return pickle.Value{}, err
+	}
+	dev, err := b.intField(what, d, kDevice)
+	if err != nil {
+		return pickle.Value{}, err
+	}
+	if a.TimeUS, err = b.intField(what, d, kTimeUS); err != nil {
+		return pickle.Value{}, err
+	}
+	a.Stage, a.Name, a.Device = b.sn.strings[stage], b.sn.strings[name], int(dev)
+	if len(d.extra) > 0 {
+		b.countExtra("annotation", d)
+	}
+	b.anns = append(b.anns, a)
+	return pickle.Value{Kind: vAnnotation, N: uint64(len(b.anns) - 1)}, nil
 }
