@@ -1,0 +1,178 @@
+package summary
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// CaveatKind names a limitation of the input. Kinds are stable identifiers
+// for JSON consumers; messages may change.
+type CaveatKind string
+
+const (
+	// NoTrace: the device has no trace events, so nothing about history
+	// (leaks over time, peaks, who freed what) can be said.
+	NoTrace CaveatKind = "no_trace"
+	// StateOnly: one event only, the mark of enabled="state" recording.
+	StateOnly CaveatKind = "state_only"
+	// NoFrames: no event or block on the device has a stack.
+	NoFrames CaveatKind = "no_frames"
+	// EmptyAllocStacks: some alloc events have an empty stack.
+	EmptyAllocStacks CaveatKind = "empty_alloc_stacks"
+	// RingWrapped: the trace has lost its oldest events.
+	RingWrapped CaveatKind = "ring_wrapped"
+	// PreRecording: live blocks whose allocation the trace does not show and
+	// that have no stack: allocated before recording started.
+	PreRecording CaveatKind = "pre_recording"
+	// NoTimestamps: events without time_us (torch < 2.2).
+	NoTimestamps CaveatKind = "no_timestamps"
+	// LegacyFormat: a torch < 2.1 file, whose requested sizes are derived.
+	LegacyFormat CaveatKind = "legacy_format"
+	// UnknownFields: keys or actions this version does not model.
+	UnknownFields CaveatKind = "unknown_fields"
+)
+
+// Caveat is one limitation of what the input can tell, in words a user can
+// act on.
+type Caveat struct {
+	Kind    CaveatKind `json:"kind"`
+	Message string     `json:"message"`
+	// Count and Bytes quantify the caveat where that makes sense (events,
+	// blocks and their bytes); zero otherwise.
+	Count int    `json:"count,omitempty"`
+	Bytes uint64 `json:"bytes,omitempty"`
+}
+
+func fileCaveats(sn *snapshot.Snapshot) []Caveat {
+	out := []Caveat{}
+	if sn.Generation != snapshot.GenModern {
+		out = append(out, Caveat{Kind: LegacyFormat, Message: fmt.Sprintf(
+			"written in the %s format (torch < 2.1): requested sizes and block addresses are derived, so requested bytes and internal waste are approximate",
+			sn.Generation)})
+	}
+	if len(sn.Unknown) > 0 {
+		names := slices.Sorted(maps.Keys(sn.Unknown))
+		total := 0
+		for _, n := range sn.Unknown {
+			total += n
+		}
+		out = append(out, Caveat{Kind: UnknownFields, Count: total, Message: fmt.Sprintf(
+			"ignored %d occurrences of fields or actions this version does not know (%s): the file is probably from a newer torch",
+			total, strings.Join(names, ", "))})
+	}
+	return out
+}
+
+// deviceCaveats finds what limits the analysis of device dev, whose trace is
+// trace.
+func deviceCaveats(sn *snapshot.Snapshot, dev int, trace snapshot.Trace) []Caveat {
+	out := []Caveat{}
+	var (
+		eventStacks   int // events with a non-empty stack
+		eventsNoKey   int // events without a frames key (context=None)
+		allocs        int
+		emptyAllocs   int
+		timed         int
+		blockStacks   int
+		liveInTrace   = map[uint64]bool{} // allocated in the trace and not yet returned to the cache
+		freeRequested = map[uint64]bool{}
+		orphanFrees   int // free_completed without its free_requested
+	)
+	for _, e := range trace.All() {
+		if e.Stack > snapshot.EmptyStack {
+			eventStacks++
+		}
+		if e.Stack == snapshot.NoStack && e.Action != snapshot.ActionSnapshot {
+			eventsNoKey++
+		}
+		if e.TimeUS != 0 {
+			timed++
+		}
+		switch e.Action {
+		case snapshot.ActionAlloc:
+			allocs++
+			if e.Stack == snapshot.EmptyStack {
+				emptyAllocs++
+			}
+			liveInTrace[e.Addr] = true
+		case snapshot.ActionFreeRequested:
+			freeRequested[e.Addr] = true
+		case snapshot.ActionFreeCompleted:
+			if !freeRequested[e.Addr] {
+				orphanFrees++
+			}
+			delete(freeRequested, e.Addr)
+			delete(liveInTrace, e.Addr)
+		}
+	}
+
+	// Live blocks the trace does not account for. A block with a stack was
+	// allocated while recording, so its lost alloc event means the ring
+	// buffer wrapped; one without was allocated before recording began.
+	var lostAllocs, preBlocks int
+	var preBytes uint64
+	for i := range sn.Segments {
+		seg := &sn.Segments[i]
+		if seg.Device != dev {
+			continue
+		}
+		for _, b := range sn.SegmentBlocks(seg) {
+			if b.Stack > snapshot.EmptyStack {
+				blockStacks++
+			}
+			if !b.State.Active() || liveInTrace[b.Address] {
+				continue
+			}
+			if b.Stack > snapshot.EmptyStack {
+				lostAllocs++
+			} else {
+				preBlocks++
+				preBytes += b.Size
+			}
+		}
+	}
+
+	n := trace.Len()
+	switch {
+	case n == 0:
+		out = append(out, Caveat{Kind: NoTrace, Message: "no trace events: memory history was not being recorded (or was turned off, which clears it, before the dump); only the final state is known"})
+	case n == 1:
+		out = append(out, Caveat{Kind: StateOnly, Count: 1, Message: `the trace holds a single event: recorded with _record_memory_history(enabled="state"), which keeps stacks of live blocks but no history`})
+	}
+
+	if eventStacks == 0 && blockStacks == 0 {
+		why := "history was not recorded"
+		switch {
+		case n > 0 && eventsNoKey > 0:
+			why = "history was recorded with context=None"
+		case n > 0:
+			why = `every recorded stack is empty (stacks="python" with only autograd-thread or C++ allocations)`
+		}
+		out = append(out, Caveat{Kind: NoFrames, Message: "no stacks recorded: " + why + ", so memory cannot be attributed to code"})
+	} else if emptyAllocs > 0 {
+		out = append(out, Caveat{Kind: EmptyAllocStacks, Count: emptyAllocs, Message: fmt.Sprintf(
+			`%d of %d allocations have an empty stack: made by a thread without Python frames (the autograd engine in backward, with stacks="python")`,
+			emptyAllocs, allocs)})
+	}
+
+	if n > 1 {
+		if lostAllocs > 0 || orphanFrees > 0 {
+			out = append(out, Caveat{Kind: RingWrapped, Count: lostAllocs + orphanFrees, Message: fmt.Sprintf(
+				"the trace ring buffer probably wrapped (or history was cleared and restarted): %d live blocks have a stack but no alloc event, %d frees complete a free the trace does not show; raise max_entries to keep the start",
+				lostAllocs, orphanFrees)})
+		}
+		if preBlocks > 0 {
+			out = append(out, Caveat{Kind: PreRecording, Count: preBlocks, Bytes: preBytes, Message: fmt.Sprintf(
+				"%d live blocks have neither an alloc event nor a stack: allocated before recording started (or before the oldest retained event), so their origin is unknown",
+				preBlocks)})
+		}
+		if timed == 0 {
+			out = append(out, Caveat{Kind: NoTimestamps, Message: "events carry no timestamps (torch < 2.2): no time span or rates"})
+		}
+	}
+	return out
+}
