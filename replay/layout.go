@@ -1,0 +1,175 @@
+package replay
+
+import "github.com/vramscope/vramscope/snapshot"
+
+// Allocator constants (c10/cuda/CUDACachingAllocator.cpp).
+const (
+	minBlockSize     = 512     // kMinBlockSize: every request is rounded to a multiple of it
+	smallSize        = 1 << 20 // kSmallSize: large-pool remainders must exceed it to be split off
+	smallSegmentSize = 2 << 20 // kSmallBuffer: a small-pool segment
+)
+
+// RoundSize is the allocator's round_size without roundup_power2_divisions:
+// the block size a request of n bytes needs before any unsplit remainder is
+// added.
+func RoundSize(n uint64) uint64 {
+	if n < minBlockSize {
+		return minBlockSize
+	}
+	return (n + minBlockSize - 1) / minBlockSize * minBlockSize
+}
+
+// blockSize is the size of the block an allocation of rounded size r takes
+// from a free range of gap bytes: the allocator splits the remainder off only
+// when it can hold a block of its pool (should_split), otherwise the caller
+// gets the whole range.
+func blockSize(gap, r uint64, seg *segment, maxSplit uint64) uint64 {
+	if gap <= r {
+		return gap
+	}
+	rem := gap - r
+	if seg.typ == snapshot.Small || seg.expandable {
+		if rem >= minBlockSize {
+			return r
+		}
+		return gap
+	}
+	if r < maxSplit && rem > smallSize {
+		return r
+	}
+	return gap
+}
+
+// layout is one device's allocator state during the forward replay: segments
+// and the free (inactive) ranges inside them. Active blocks live in the
+// replayer's address map. Inactive blocks are exactly the maximal free
+// ranges, since free_block merges a freed block with its inactive
+// neighbours; so two maps (by start and by end) make alloc, free and merge
+// O(1).
+type layout struct {
+	segs     segmentSet
+	freeFrom map[uint64]uint64 // free range start -> end
+	freeTo   map[uint64]uint64 // free range end -> start
+	maxSplit uint64
+}
+
+func newLayout(segs segmentSet, maxSplit uint64) *layout {
+	return &layout{
+		segs:     segs,
+		freeFrom: map[uint64]uint64{},
+		freeTo:   map[uint64]uint64{},
+		maxSplit: maxSplit,
+	}
+}
+
+func (l *layout) addFree(start, end uint64) {
+	l.freeFrom[start] = end
+	l.freeTo[end] = start
+}
+
+func (l *layout) dropFree(start, end uint64) {
+	delete(l.freeFrom, start)
+	delete(l.freeTo, end)
+}
+
+// freeContaining finds the free range holding [addr, addr+size) when it does
+// not start at addr. It scans every free range: only reached on unmaps and
+// on inconsistent traces, never per ordinary event.
+func (l *layout) freeContaining(addr, size uint64) (start, end uint64, ok bool) {
+	if end, ok := l.freeFrom[addr]; ok && end >= addr+size {
+		return addr, end, true
+	}
+	for s, e := range l.freeFrom {
+		if s <= addr && addr+size <= e {
+			return s, e, true
+		}
+	}
+	return 0, 0, false
+}
+
+// take carves the block for an allocation of requested bytes at addr out of
+// the free range there. known, when non-zero, is the block size the final
+// snapshot reports for this very allocation. It returns the block size, the
+// segment index, and whether the layout agreed (a free range held addr).
+func (l *layout) take(addr, requested, known uint64) (size uint64, seg int, ok bool) {
+	seg = l.segs.find(addr)
+	r := RoundSize(requested)
+	if known != 0 {
+		r = known
+	}
+	if seg < 0 {
+		return r, -1, false
+	}
+	start, end, found := l.freeContaining(addr, minBlockSize)
+	if !found {
+		return r, seg, false
+	}
+	size = known
+	if size == 0 {
+		size = blockSize(end-addr, r, &l.segs[seg], l.maxSplit)
+	}
+	if addr+size > end {
+		size = end - addr
+		ok = false
+	} else {
+		ok = start == addr
+	}
+	l.dropFree(start, end)
+	if start < addr {
+		l.addFree(start, addr)
+	}
+	if addr+size < end {
+		l.addFree(addr+size, end)
+	}
+	return size, seg, ok
+}
+
+// release returns [addr, addr+size) to the free ranges, merging with free
+// neighbours inside the same segment (never across: two cudaMalloc segments
+// may be adjacent in address space).
+func (l *layout) release(addr, size uint64) {
+	start, end := addr, addr+size
+	seg := l.segs.find(addr)
+	if seg < 0 {
+		return
+	}
+	s := &l.segs[seg]
+	if start > s.addr {
+		if prev, ok := l.freeTo[start]; ok {
+			l.dropFree(prev, start)
+			start = prev
+		}
+	}
+	if end < s.end() {
+		if next, ok := l.freeFrom[end]; ok {
+			l.dropFree(end, next)
+			end = next
+		}
+	}
+	l.addFree(start, end)
+}
+
+// applySegment replays a segment event: new ranges are free, removed ranges
+// must be free. It reports whether the event matched the layout.
+func (l *layout) applySegment(e *snapshot.Event, info segmentInfo) bool {
+	switch e.Action {
+	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
+		l.segs.apply(e, info)
+		l.release(e.Addr, e.Size)
+		return true
+	case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
+		okFree := false
+		if start, end, found := l.freeContaining(e.Addr, e.Size); found {
+			okFree = true
+			l.dropFree(start, end)
+			if start < e.Addr {
+				l.addFree(start, e.Addr)
+			}
+			if e.Addr+e.Size < end {
+				l.addFree(e.Addr+e.Size, end)
+			}
+		}
+		return l.segs.apply(e, info) && okFree
+	}
+	return true
+}

@@ -1,0 +1,187 @@
+package replay
+
+import "github.com/vramscope/vramscope/snapshot"
+
+// run is step 3: one forward pass over the events. Per event it does a few
+// map operations keyed by address and appends at most one Allocation; it
+// allocates nothing else per event.
+func (r *replayer) run() {
+	t := r.t
+	n := r.tr.Len()
+	t.allocated = make([]int64, n)
+	t.requested = make([]int64, n)
+	t.active = make([]int64, n)
+	t.Allocations = append(make([]Allocation, 0, len(t.Allocations)+r.counts[snapshot.ActionAlloc]), t.Allocations...)
+	t.poolInitial = append([]Sample(nil), r.pools[1:]...)
+	t.poolSteps = make([][]poolStep, len(t.Pools)-1)
+	for m := range t.peaks {
+		t.peaks[m] = Peak{Index: BeforeRecording, Bytes: t.Initial.get(Metric(m))}
+	}
+
+	cur := t.Initial
+	nextSeg, nextKnown := 0, 0
+	for i := range n {
+		e := r.tr.At(i)
+		var d Sample
+		pool := -1
+		switch e.Action {
+		case snapshot.ActionAlloc:
+			var known uint64
+			if nextKnown < len(r.known) && int(r.known[nextKnown].index) == i {
+				known = r.known[nextKnown].size
+				nextKnown++
+			}
+			pool = r.alloc(i, e, known, &d)
+		case snapshot.ActionFreeRequested:
+			pool = r.freeRequested(i, e, &d)
+		case snapshot.ActionFreeCompleted:
+			pool = r.freeCompleted(i, e, &d)
+		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
+			pool = r.segmentEvent(i, e, t.segInfos[nextSeg], &d)
+			nextSeg++
+		}
+		if pool >= 0 {
+			cur.add(d)
+			r.pools[pool].add(d)
+			if pool > 0 && d != (Sample{}) {
+				t.poolSteps[pool-1] = append(t.poolSteps[pool-1], poolStep{index: i, Sample: r.pools[pool]})
+			}
+			if d.Reserved != 0 {
+				t.reserved = append(t.reserved, reservedStep{index: int32(i), bytes: cur.Reserved})
+			}
+		}
+		t.allocated[i], t.requested[i], t.active[i] = cur.Allocated, cur.Requested, cur.Active
+		for m := range t.peaks {
+			if v := cur.get(Metric(m)); v > t.peaks[m].Bytes {
+				t.peaks[m] = Peak{Index: i, TimeUS: e.TimeUS, Bytes: v}
+			}
+		}
+	}
+}
+
+// alloc replays an alloc; known is the block size from the final snapshot,
+// or 0. It returns the pool index touched.
+func (r *replayer) alloc(i int, e *snapshot.Event, known uint64, d *Sample) int {
+	if k, ok := r.blocks[e.Addr]; ok {
+		// The address is still active: its free was not recorded.
+		r.caveats.add(LayoutConflict, i, 0)
+		r.end(k, i, d)
+	}
+	size, seg, ok := r.layout.take(e.Addr, e.Size, known)
+	a := Allocation{
+		Addr: e.Addr, Size: size, Requested: e.Size,
+		Start: int32(i), Free: LiveAtEnd, End: LiveAtEnd,
+		Stack: e.Stack, Stream: e.Stream, Origin: Traced,
+	}
+	switch {
+	case seg < 0:
+		r.caveats.add(UnknownAddress, i, size)
+	case !ok:
+		r.caveats.add(LayoutConflict, i, size)
+	}
+	if seg >= 0 {
+		a.Pool = r.layout.segs[seg].pool
+	}
+	r.blocks[e.Addr] = int32(len(r.t.Allocations))
+	r.t.Allocations = append(r.t.Allocations, a)
+	d.Allocated += int64(size)
+	d.Requested += int64(e.Size)
+	d.Active += int64(size)
+	return r.poolIndex(a.Pool)
+}
+
+// freeRequested replays a free_requested: the block stops being allocated;
+// it stays active (pending) until its free_completed, unless the trace
+// records no free_completed at all.
+func (r *replayer) freeRequested(i int, e *snapshot.Event, d *Sample) int {
+	k, ok := r.blocks[e.Addr]
+	if !ok {
+		r.caveats.add(LayoutConflict, i, 0)
+		return -1
+	}
+	a := &r.t.Allocations[k]
+	if a.Free == LiveAtEnd {
+		a.Free = int32(i)
+		d.Allocated -= int64(a.Size)
+		d.Requested -= int64(a.Requested)
+	}
+	if !r.hasCompleted {
+		r.end(k, i, d)
+	}
+	return r.poolIndex(a.Pool)
+}
+
+// freeCompleted replays a free_completed: the block goes back to the cache.
+func (r *replayer) freeCompleted(i int, e *snapshot.Event, d *Sample) int {
+	k, ok := r.blocks[e.Addr]
+	if !ok {
+		r.caveats.add(LayoutConflict, i, 0)
+		return -1
+	}
+	r.end(k, i, d)
+	return r.poolIndex(r.t.Allocations[k].Pool)
+}
+
+// end ends allocation k at event i: freed if not yet, no longer active,
+// and its range merged back into the free ranges.
+func (r *replayer) end(k int32, i int, d *Sample) {
+	a := &r.t.Allocations[k]
+	if a.Free == LiveAtEnd {
+		a.Free = int32(i)
+		d.Allocated -= int64(a.Size)
+		d.Requested -= int64(a.Requested)
+	}
+	a.End = int32(i)
+	d.Active -= int64(a.Size)
+	delete(r.blocks, a.Addr)
+	r.layout.release(a.Addr, a.Size)
+}
+
+// segmentEvent replays a segment event with the info of the range it
+// creates (for releases, the segment's own info is used).
+func (r *replayer) segmentEvent(i int, e *snapshot.Event, info segmentInfo, d *Sample) int {
+	release := e.Action == snapshot.ActionSegmentFree || e.Action == snapshot.ActionSegmentUnmap
+	if release {
+		if s := r.layout.segs.find(e.Addr); s >= 0 {
+			info = r.layout.segs[s].segmentInfo
+		}
+		if _, ok := r.traced.remove(e.Addr, e.Size); !ok {
+			r.caveats.add(SegmentsBeforeRecording, i, e.Size)
+		}
+		d.Reserved -= int64(e.Size)
+	} else {
+		r.traced.add(e.Addr, e.Size, info, e.Action == snapshot.ActionSegmentMap)
+		d.Reserved += int64(e.Size)
+	}
+	if !r.layout.applySegment(e, info) {
+		r.caveats.add(LayoutConflict, i, e.Size)
+	}
+	return r.poolIndex(info.pool)
+}
+
+// compareFinal checks the replayed end state against the final snapshot,
+// block by block and in reserved bytes.
+func (r *replayer) compareFinal() {
+	diff, matched := 0, 0
+	for _, fb := range r.finalBlocks {
+		k, ok := r.blocks[fb.addr]
+		if !ok {
+			diff++
+			continue
+		}
+		matched++
+		a := &r.t.Allocations[k]
+		pending := a.Free != LiveAtEnd
+		if a.Size != fb.size || a.Requested != fb.requested || pending != (fb.state == snapshot.ActivePendingFree) {
+			diff++
+		}
+	}
+	diff += len(r.blocks) - matched // live in the replay only
+	if r.layout.segs.total() != r.finalSegs.total() || len(r.layout.segs) != len(r.finalSegs) {
+		diff++
+	}
+	if diff > 0 {
+		r.caveats[FinalMismatch].Count = diff
+		r.caveats[FinalMismatch].Index = BeforeRecording
+	}
+}
