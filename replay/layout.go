@@ -51,6 +51,7 @@ type layout struct {
 	freeFrom map[uint64]uint64 // free range start -> end
 	freeTo   map[uint64]uint64 // free range end -> start
 	maxSplit uint64
+	last     int // index in segs of the last segment found
 }
 
 func newLayout(segs segmentSet, maxSplit uint64) *layout {
@@ -90,9 +91,10 @@ func (l *layout) freeContaining(addr, size uint64) (start, end uint64, ok bool) 
 // take carves the block for an allocation of requested bytes at addr out of
 // the free range there. known, when non-zero, is the block size the final
 // snapshot reports for this very allocation. It returns the block size, the
-// segment index, and whether the layout agreed (a free range held addr).
+// segment index, and whether the layout agreed (a free range started at
+// addr).
 func (l *layout) take(addr, requested, known uint64) (size uint64, seg int, ok bool) {
-	seg = l.segs.find(addr)
+	seg = l.find(addr)
 	r := RoundSize(requested)
 	if known != 0 {
 		r = known
@@ -100,28 +102,45 @@ func (l *layout) take(addr, requested, known uint64) (size uint64, seg int, ok b
 	if seg < 0 {
 		return r, -1, false
 	}
-	start, end, found := l.freeContaining(addr, minBlockSize)
-	if !found {
-		return r, seg, false
+	end, ok := l.freeFrom[addr]
+	start := addr
+	if !ok {
+		var found bool
+		if start, end, found = l.freeContaining(addr, minBlockSize); !found {
+			return r, seg, false
+		}
 	}
 	size = known
 	if size == 0 {
 		size = blockSize(end-addr, r, &l.segs[seg], l.maxSplit)
 	}
 	if addr+size > end {
-		size = end - addr
-		ok = false
-	} else {
-		ok = start == addr
+		size, ok = end-addr, false
 	}
-	l.dropFree(start, end)
+	// Shrink the free range in place: fewer map writes than drop and add.
+	delete(l.freeFrom, start)
 	if start < addr {
 		l.addFree(start, addr)
 	}
-	if addr+size < end {
-		l.addFree(addr+size, end)
+	if rest := addr + size; rest < end {
+		l.addFree(rest, end)
+	} else {
+		delete(l.freeTo, end)
 	}
 	return size, seg, ok
+}
+
+// find returns the index of the segment containing addr, or -1. Consecutive
+// events mostly hit the same segment, so the last hit is tried first.
+func (l *layout) find(addr uint64) int {
+	if i := l.last; i < len(l.segs) && l.segs[i].addr <= addr && addr < l.segs[i].end() {
+		return i
+	}
+	i := l.segs.find(addr)
+	if i >= 0 {
+		l.last = i
+	}
+	return i
 }
 
 // release returns [addr, addr+size) to the free ranges, merging with free
@@ -129,20 +148,20 @@ func (l *layout) take(addr, requested, known uint64) (size uint64, seg int, ok b
 // may be adjacent in address space).
 func (l *layout) release(addr, size uint64) {
 	start, end := addr, addr+size
-	seg := l.segs.find(addr)
+	seg := l.find(addr)
 	if seg < 0 {
 		return
 	}
 	s := &l.segs[seg]
 	if start > s.addr {
 		if prev, ok := l.freeTo[start]; ok {
-			l.dropFree(prev, start)
+			delete(l.freeTo, start) // freeFrom[prev] is overwritten below
 			start = prev
 		}
 	}
 	if end < s.end() {
 		if next, ok := l.freeFrom[end]; ok {
-			l.dropFree(end, next)
+			delete(l.freeFrom, end) // freeTo[next] is overwritten below
 			end = next
 		}
 	}
@@ -155,6 +174,7 @@ func (l *layout) applySegment(e *snapshot.Event, info segmentInfo) bool {
 	switch e.Action {
 	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 		l.segs.apply(e, info)
+		l.last = 0 // indices moved
 		l.release(e.Addr, e.Size)
 		return true
 	case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
@@ -169,6 +189,7 @@ func (l *layout) applySegment(e *snapshot.Event, info segmentInfo) bool {
 				l.addFree(e.Addr+e.Size, end)
 			}
 		}
+		l.last = 0 // indices moved
 		return l.segs.apply(e, info) && okFree
 	}
 	return true

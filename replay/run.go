@@ -142,7 +142,7 @@ func (r *replayer) end(k int32, i int, d *Sample) {
 func (r *replayer) segmentEvent(i int, e *snapshot.Event, info segmentInfo, d *Sample) int {
 	release := e.Action == snapshot.ActionSegmentFree || e.Action == snapshot.ActionSegmentUnmap
 	if release {
-		if s := r.layout.segs.find(e.Addr); s >= 0 {
+		if s := r.layout.find(e.Addr); s >= 0 {
 			info = r.layout.segs[s].segmentInfo
 		}
 		if _, ok := r.traced.remove(e.Addr, e.Size); !ok {
