@@ -101,7 +101,7 @@ func expandArg(arg string) (found []Input, skipped []string, err error) {
 			found, skipped = append(found, f...), append(skipped, s...)
 		}
 		if len(found) == 0 {
-			return nil, nil, fmt.Errorf("%s: no snapshots among %d matching files", arg, len(skipped))
+			return nil, nil, fmt.Errorf("%s: no snapshots among the matching files (%d)", arg, len(skipped))
 		}
 		return found, skipped, nil
 	}
@@ -113,7 +113,7 @@ func expandArg(arg string) (found []Input, skipped []string, err error) {
 		return nil, nil, err
 	}
 	if len(found) == 0 {
-		return nil, nil, fmt.Errorf("%s: no snapshots in this directory (%d other files)", arg, len(skipped))
+		return nil, nil, fmt.Errorf("%s: no snapshots in this directory (other files: %d)", arg, len(skipped))
 	}
 	return found, skipped, nil
 }

@@ -145,7 +145,7 @@ func TestExpand(t *testing.T) {
 		{name: "stdin twice", args: []string{"-", "-"}, wantErr: "more than once"},
 		{name: "missing file", args: []string{at("nope.pickle")}, wantErr: "no such file"},
 		{name: "glob without matches", args: []string{at("run/*.zip")}, wantErr: "no files match"},
-		{name: "glob without snapshots", args: []string{at("run/*.log")}, wantErr: "no snapshots among 1"},
+		{name: "glob without snapshots", args: []string{at("run/*.log")}, wantErr: "no snapshots among the matching files (1)"},
 		{name: "directory without snapshots", args: []string{at("empty")}, wantErr: "no snapshots in this directory"},
 	}
 	for _, test := range tests {

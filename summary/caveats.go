@@ -161,18 +161,37 @@ func deviceCaveats(sn *snapshot.Snapshot, dev int, trace snapshot.Trace) []Cavea
 
 	if n > 1 {
 		if lostAllocs > 0 || orphanFrees > 0 {
+			var evidence []string
+			if lostAllocs > 0 {
+				evidence = append(evidence, fmt.Sprintf("%s have a stack but no alloc event", plural(lostAllocs, "live block")))
+			}
+			if orphanFrees > 0 {
+				evidence = append(evidence, fmt.Sprintf("%s follow no free_requested", plural(orphanFrees, "free_completed event")))
+			}
 			out = append(out, Caveat{Kind: RingWrapped, Count: lostAllocs + orphanFrees, Message: fmt.Sprintf(
-				"the trace ring buffer probably wrapped (or history was cleared and restarted): %d live blocks have a stack but no alloc event, %d frees complete a free the trace does not show; raise max_entries to keep the start",
-				lostAllocs, orphanFrees)})
+				"the trace ring buffer probably wrapped (or history was cleared and restarted), so the oldest events are lost: %s; raise max_entries to keep them",
+				strings.Join(evidence, ", "))})
 		}
 		if preBlocks > 0 {
+			verb := "have"
+			if preBlocks == 1 {
+				verb = "has"
+			}
 			out = append(out, Caveat{Kind: PreRecording, Count: preBlocks, Bytes: preBytes, Message: fmt.Sprintf(
-				"%d live blocks have neither an alloc event nor a stack: allocated before recording started (or before the oldest retained event), so their origin is unknown",
-				preBlocks)})
+				"%s %s neither an alloc event nor a stack: allocated before recording started (or before the oldest retained event), so the origin is unknown",
+				plural(preBlocks, "live block"), verb)})
 		}
 		if timed == 0 {
 			out = append(out, Caveat{Kind: NoTimestamps, Message: "events carry no timestamps (torch < 2.2): no time span or rates"})
 		}
 	}
 	return out
+}
+
+// plural formats "1 block", "2 blocks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

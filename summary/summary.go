@@ -86,7 +86,6 @@ type Pool struct {
 type Device struct {
 	Device int `json:"device"`
 	Usage
-	Pools []Pool `json:"pools"`
 
 	// Events counts trace events by action.
 	Events      EventCounts `json:"events"`
@@ -97,6 +96,9 @@ type Device struct {
 	LastEventUS  int64 `json:"last_event_us,omitempty"`
 
 	Caveats []Caveat `json:"caveats"`
+
+	// Pools splits Usage by free list, default pool first.
+	Pools []Pool `json:"pools"`
 }
 
 // Span is the time between the first and last timed events.

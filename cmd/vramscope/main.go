@@ -1,0 +1,103 @@
+// Vramscope diagnoses PyTorch GPU memory problems from the snapshots that
+// torch.cuda.memory._dump_snapshot writes.
+//
+// Usage:
+//
+//	vramscope stats [--json] FILE...
+//
+// Each FILE is a snapshot pickle, optionally compressed with gzip or zstd
+// (recognized by content, not by name), "-" for standard input, a directory
+// (searched recursively; files that are not snapshots, such as logs and
+// CSVs, are skipped) or a quoted glob. Names like
+// step2/actor_rank0_pid746.pickle or 20250601-1200/actor_rank0_pid746.pickle
+// (verl's memory snapshot sampler) give each file a tag, rank, pid, step or
+// dump time; the files of one directory are read in step, time and rank
+// order.
+//
+// # stats
+//
+// Stats prints, per device and per allocator pool (pool id, stream, small or
+// large): reserved, allocated, active and requested bytes, which equal
+// torch.cuda.memory_stats() at the moment of the dump; segment and block
+// counts; internal waste (rounding inside allocated blocks); free bytes in
+// partly used segments, which empty_cache() cannot release, versus fully
+// free segments, which it can; the largest free block; trace events by
+// action and their time span; and the caveats that limit what the file can
+// tell (no stacks recorded, ring buffer wrapped, blocks allocated before
+// recording started).
+//
+//	$ vramscope stats snapshot/testdata/format/default.pickle
+//	$ vramscope stats --json mem_snapshots/ | jq '.files[].devices[].reserved_bytes'
+//
+// --json prints {"files": [{"path", "devices": [{"device", "reserved_bytes",
+// "allocated_bytes", "active_bytes", "requested_bytes", "segments",
+// "blocks", "events": {"alloc": N, ...}, "pools": [...], "caveats": [...]}],
+// "caveats": [...]}]}.
+//
+// Loading a file of 64 MiB or more shows a progress bar on standard error
+// when standard error is a terminal. Standard output carries only the
+// report.
+//
+// # Exit status
+//
+// 0 when every input was read, 1 for a usage error, 2 when an input could
+// not be read (the message names the file and the reason; the other inputs
+// are still reported).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	exitOK         = 0
+	exitUsage      = 1
+	exitInputError = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Stdout, os.Stderr, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line args, writing the report to stdout and
+// progress, warnings and errors to stderr, and returns the exit code.
+func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
+	root := &cobra.Command{
+		Use:   "vramscope",
+		Short: "Diagnose PyTorch GPU memory from torch.cuda.memory._dump_snapshot pickles",
+		// Errors are printed once, below, with the exit code that fits them.
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(args)
+	root.AddCommand(newStatsCommand(stdout, stderr))
+
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "vramscope: %v\n", err)
+	if _, ok := errors.AsType[*inputError](err); ok {
+		return exitInputError
+	}
+	fmt.Fprintln(stderr, "Run 'vramscope --help' for usage.")
+	return exitUsage
+}
+
+// inputError reports inputs that could not be read; it exits with code 2.
+type inputError struct{ msg string }
+
+func (e *inputError) Error() string { return e.msg }

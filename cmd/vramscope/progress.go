@@ -1,0 +1,39 @@
+package main
+
+import (
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// progressMinBytes: smaller files decode in well under a second, where a
+// bar would only flicker.
+const progressMinBytes = 64 << 20
+
+// newProgressBar returns a bar of bytes read and rate for loading name, or
+// nil when stderr is not a terminal (logs, CI, tests) or the file is small.
+// size is -1 for a pipe: the bar then shows bytes and rate without a total.
+func newProgressBar(stderr io.Writer, name string, size int64) *progressbar.ProgressBar {
+	f, ok := stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	if size >= 0 && size < progressMinBytes {
+		return nil
+	}
+	return progressbar.NewOptions64(size,
+		progressbar.OptionSetWriter(stderr),
+		progressbar.OptionSetDescription("loading "+name),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionUseIECUnits(true),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetWidth(20),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSpinnerType(14),
+		progressbar.OptionClearOnFinish(),
+	)
+}
