@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/vramscope/vramscope/internal/units"
 	"github.com/vramscope/vramscope/snapshot"
 	"github.com/vramscope/vramscope/summary"
 )
@@ -147,23 +148,5 @@ func streamText(raw int64) string {
 	return "0x" + strconv.FormatUint(uint64(raw), 16)
 }
 
-// formatBytes prints b like internal/units.Bytes.String: exact below 1 KiB,
-// otherwise two decimals in the largest IEC unit under 1024.
-// TODO: use internal/units once it is committed.
-func formatBytes(b uint64) string {
-	if b < 1024 {
-		return strconv.FormatUint(b, 10) + " B"
-	}
-	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	v := float64(b) / 1024
-	i := 0
-	for i+1 < len(units) && v >= 1024 {
-		v /= 1024
-		i++
-	}
-	if v*100 >= 1024*100-0.5 && i+1 < len(units) {
-		v /= 1024
-		i++
-	}
-	return strconv.FormatFloat(v, 'f', 2, 64) + " " + units[i]
-}
+// formatBytes prints a byte count the way every vramscope report does.
+func formatBytes(b uint64) string { return units.Bytes(b).String() }
