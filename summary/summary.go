@@ -24,8 +24,7 @@ import (
 
 // Summary is the statistics of one snapshot.
 type Summary struct {
-	Generation snapshot.Generation `json:"-"`
-	Devices    []Device            `json:"devices"`
+	Devices []Device `json:"devices"`
 	// Caveats that concern the whole file (unknown fields, old format);
 	// device-specific ones are in Device.Caveats.
 	Caveats []Caveat `json:"caveats"`
@@ -108,7 +107,7 @@ func (d Device) Span() time.Duration {
 
 // Of summarizes sn.
 func Of(sn *snapshot.Snapshot) *Summary {
-	s := &Summary{Generation: sn.Generation, Devices: []Device{}, Caveats: fileCaveats(sn)}
+	s := &Summary{Devices: []Device{}, Caveats: fileCaveats(sn)}
 	for _, dev := range sn.Devices() {
 		d := Device{Device: dev, Pools: []Pool{}, Events: EventCounts{}}
 		pools := map[PoolKey]*Usage{}

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/internal/units"
 	"github.com/vramscope/vramscope/snapshot"
 	"github.com/vramscope/vramscope/summary"
@@ -22,7 +23,11 @@ func writeText(w io.Writer, fs fileStats) error {
 		p("  %-19s%11s  %s\n", label, formatBytes(n), fmt.Sprintf(note, args...))
 	}
 
-	p("%s\n", fs.Path)
+	name := fs.Path
+	if name == inputs.Stdin {
+		name = "stdin"
+	}
+	p("%s\n", name)
 	p("  format %s, pickle protocol %d%s\n", fs.Format, fs.Protocol, identityText(fs))
 	writeCaveats(&b, fs.Caveats)
 	if len(fs.Devices) == 0 {
