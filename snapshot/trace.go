@@ -17,11 +17,18 @@ type eventArena struct {
 }
 
 func (a *eventArena) push(e Event) int {
-	if a.n&(eventChunkLen-1) == 0 && a.n>>eventChunkBits == len(a.chunks) {
-		a.chunks = append(a.chunks, make([]Event, eventChunkLen))
-	}
 	i := a.n
-	a.chunks[i>>eventChunkBits][i&(eventChunkLen-1)] = e
+	k := i >> eventChunkBits
+	if k == len(a.chunks) {
+		// The first chunk starts small and grows, so that small snapshots
+		// do not pay for 2.5 MiB; later ones are allocated whole.
+		c := eventChunkLen
+		if k == 0 {
+			c = 256
+		}
+		a.chunks = append(a.chunks, make([]Event, 0, c))
+	}
+	a.chunks[k] = append(a.chunks[k], e)
 	a.n++
 	return i
 }

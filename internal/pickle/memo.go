@@ -49,11 +49,16 @@ func (m *memo) put(i uint64, v Value) {
 	case i < m.n:
 		*m.slot(i) = u
 	case i == m.n:
-		if m.n&(memoChunkLen-1) == 0 {
-			m.chunks = append(m.chunks, make([]uint64, memoChunkLen))
+		k := i >> memoChunkBits
+		if k == uint64(len(m.chunks)) {
+			c := memoChunkLen
+			if k == 0 {
+				c = 256 // small pickles stay small; the first chunk grows
+			}
+			m.chunks = append(m.chunks, make([]uint64, 0, c))
 		}
+		m.chunks[k] = append(m.chunks[k], u)
 		m.n++
-		*m.slot(i) = u
 		if m.sparse != nil {
 			delete(m.sparse, i)
 		}
