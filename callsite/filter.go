@@ -1,0 +1,196 @@
+// Package callsite names the line of user code behind a stack: the first
+// frame, innermost first, that is not allocator, C++, CPython, torch or
+// third-party library code. Findings quote that frame; a stack with no such
+// frame gets a Reason instead, because "unknown" alone tells a person nothing.
+package callsite
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// Reasons given for stacks that have no user frame.
+const (
+	ReasonNoStack     = "no stack recorded (context=None or an action without frames)"
+	ReasonEmptyStack  = `empty stack (allocated before recording started, or by the autograd thread with stacks="python")`
+	ReasonLibraryOnly = "only library frames"
+)
+
+// Memoized per-frame decisions.
+const (
+	frameUnknown uint8 = iota
+	frameUser
+	frameSkipped
+)
+
+// Filter decides which frames are user code. It is safe for concurrent use;
+// it memoizes per-frame decisions for the snapshot it last saw, since
+// millions of allocations share a few thousand frames.
+type Filter struct {
+	focus, ignore *regexp.Regexp
+
+	mu     sync.Mutex
+	sn     *snapshot.Snapshot
+	frames []uint8 // per FrameID: frameUnknown, frameUser or frameSkipped
+}
+
+// NewFilter builds a filter. focus is a regexp: frames whose filename or
+// function match are user code even when a default rule would skip them
+// (say, to blame a transformers module). ignore is a regexp of further
+// frames to skip (say, your own wrappers); it wins over focus. Empty strings
+// keep the defaults.
+func NewFilter(focus, ignore string) (*Filter, error) {
+	f := &Filter{}
+	var err error
+	if f.focus, err = compile("focus", focus); err != nil {
+		return nil, err
+	}
+	if f.ignore, err = compile("ignore", ignore); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func compile(what, expr string) (*regexp.Regexp, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, fmt.Errorf("callsite %s pattern %q: %w", what, expr, err)
+	}
+	return re, nil
+}
+
+// User reports whether fr counts as user code under f's rules.
+func (f *Filter) User(fr snapshot.Frame) bool {
+	if f.ignore != nil && (f.ignore.MatchString(fr.Filename) || f.ignore.MatchString(fr.Name)) {
+		return false
+	}
+	if f.focus != nil && (f.focus.MatchString(fr.Filename) || f.focus.MatchString(fr.Name)) {
+		return true
+	}
+	return !Library(fr)
+}
+
+// frameIsUser is User memoized per FrameID of sn. The caller holds f.mu.
+func (f *Filter) frameIsUser(sn *snapshot.Snapshot, id snapshot.FrameID) bool {
+	if f.sn != sn {
+		f.sn, f.frames = sn, make([]uint8, len(sn.Frames))
+	}
+	switch f.frames[id] {
+	case frameUser:
+		return true
+	case frameSkipped:
+		return false
+	}
+	user := f.User(sn.Frames[id])
+	f.frames[id] = frameSkipped
+	if user {
+		f.frames[id] = frameUser
+	}
+	return user
+}
+
+// Site returns the callsite of stack id.
+func (f *Filter) Site(sn *snapshot.Snapshot, id snapshot.StackID) Site {
+	switch id {
+	case snapshot.NoStack:
+		return Site{Depth: -1, Reason: ReasonNoStack}
+	case snapshot.EmptyStack:
+		return Site{Depth: -1, Reason: ReasonEmptyStack}
+	}
+	stack := sn.Stack(id)
+	if len(stack) == 0 {
+		return Site{Depth: -1, Reason: ReasonEmptyStack}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, fid := range stack {
+		if f.frameIsUser(sn, fid) {
+			return Site{Frame: sn.Frames[fid], Depth: i}
+		}
+	}
+	// Keep the innermost Python frame (the library call the user made
+	// through) rather than a C++ unwinder frame.
+	keep := 0
+	for i, fid := range stack {
+		if !native(sn.Frames[fid]) {
+			keep = i
+			break
+		}
+	}
+	return Site{Frame: sn.Frames[stack[keep]], Depth: keep, Reason: ReasonLibraryOnly}
+}
+
+// UserFrames returns up to max user frames of stack id, innermost first
+// (all of them when max <= 0): the short stack a finding prints.
+func (f *Filter) UserFrames(sn *snapshot.Snapshot, id snapshot.StackID, max int) []snapshot.Frame {
+	if id == snapshot.NoStack {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []snapshot.Frame
+	for _, fid := range sn.Stack(id) {
+		if max > 0 && len(out) == max {
+			break
+		}
+		if f.frameIsUser(sn, fid) {
+			out = append(out, sn.Frames[fid])
+		}
+	}
+	return out
+}
+
+// Site is the user frame blamed for a stack.
+type Site struct {
+	Frame snapshot.Frame
+	Depth int // index of Frame in the stack; -1 if none
+	// Reason is non-empty when the stack has no user frame: why. With
+	// ReasonLibraryOnly, Frame is the innermost library frame.
+	Reason string
+}
+
+// Known reports whether a user frame was found.
+func (s Site) Known() bool { return s.Reason == "" }
+
+func (s Site) String() string {
+	switch {
+	case s.Known():
+		return s.Frame.String()
+	case s.Depth >= 0:
+		return fmt.Sprintf("%s, innermost %s", s.Reason, s.Frame)
+	}
+	return s.Reason
+}
+
+// Key is a comparable grouping key: sites with equal keys are the same line
+// of code (or the same reason).
+func (s Site) Key() string {
+	if s.Known() {
+		return s.Frame.Filename + ":" + fmt.Sprint(s.Frame.Line) + ":" + s.Frame.Name
+	}
+	return s.Reason + "|" + s.Frame.Filename + ":" + fmt.Sprint(s.Frame.Line) + ":" + s.Frame.Name
+}
+
+// native reports whether fr is a C/C++ frame (torch records them with
+// stacks="all"): no Python file to point a person at.
+func native(fr snapshot.Frame) bool {
+	fn := fr.Filename
+	if fn == "" || fn == "??" || fr.Line == 0 {
+		return true
+	}
+	for _, ext := range nativeExts {
+		if strings.HasSuffix(fn, ext) {
+			return true
+		}
+	}
+	return strings.HasSuffix(fn, ".so") || strings.Contains(fn, ".so.")
+}
+
+var nativeExts = []string{".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".cu", ".cuh"}
