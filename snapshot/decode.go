@@ -424,6 +424,16 @@ func (b *builder) boolField(what string, d *dictB, k key) (bool, error) {
 	return false, fmt.Errorf("%s: %q is %s, want a bool", what, keyNames[k], b.describe(d.f[k]))
 }
 
+// okKind reports whether key k is absent or holds a value of kind want.
+func okKind(d *dictB, k key, want pickle.Kind) bool {
+	return !d.set.has(k) || d.f[k].Kind == want
+}
+
+// okUint reports whether key k is absent or a non-negative int.
+func okUint(d *dictB, k key) bool {
+	return !d.set.has(k) || (d.f[k].Kind == pickle.KindInt && int64(d.f[k].N) >= 0)
+}
+
 // stackField reads "frames" (plus 2.0's "cpp_frames" strings, appended as
 // frames after the Python ones). An absent key is NoStack.
 func (b *builder) stackField(what string, d *dictB) (StackID, error) {
@@ -466,7 +476,7 @@ func (b *builder) stream(what string, d *dictB) (StreamID, error) {
 	if err != nil {
 		return 0, err
 	}
-	if raw == b.lastStreamRaw && len(b.sn.Streams) > int(b.lastStream) {
+	if raw == b.lastStreamRaw {
 		return b.lastStream, nil
 	}
 	if len(b.sn.Streams) > math.MaxUint16 {
@@ -477,7 +487,58 @@ func (b *builder) stream(what string, d *dictB) (StreamID, error) {
 	return id, nil
 }
 
+// eventFast lists the keys a torch 2.x trace entry may carry for
+// closeEvent's fast path.
+const eventFast = keySet(1<<kAction | 1<<kAddr | 1<<kSize | 1<<kStream | 1<<kTimeUS |
+	1<<kCompileContext | 1<<kUserMetadata | 1<<kFrames)
+
 func (b *builder) closeEvent(d *dictB) (pickle.Value, error) {
+	// Fast path: millions of entries have the usual keys with the usual
+	// types; read them without the checked readers (which were 400
+	// instructions per entry). Anything unusual takes the checked path,
+	// which reports precise errors.
+	if f := &d.f; d.set&^eventFast == 0 && len(d.extra) == 0 &&
+		f[kAction].Kind == pickle.KindString && b.actOf[f[kAction].N] != ActionUnknown &&
+		okUint(d, kAddr) && okUint(d, kSize) && okKind(d, kStream, pickle.KindInt) &&
+		okKind(d, kTimeUS, pickle.KindInt) && okKind(d, kCompileContext, pickle.KindString) &&
+		okKind(d, kUserMetadata, pickle.KindString) {
+		e := Event{Action: b.actOf[f[kAction].N], Stack: NoStack}
+		if d.set.has(kFrames) {
+			switch f[kFrames].Kind {
+			case vStack:
+				e.Stack = StackID(f[kFrames].N)
+			case vEmpty:
+				e.Stack = EmptyStack
+			default:
+				goto checked
+			}
+		}
+		if d.set.has(kAddr) {
+			e.Addr = f[kAddr].N
+		}
+		if d.set.has(kSize) {
+			e.Size = f[kSize].N
+		}
+		if d.set.has(kTimeUS) {
+			e.TimeUS = int64(f[kTimeUS].N)
+		}
+		if d.set.has(kCompileContext) {
+			e.CompileContext = StringID(f[kCompileContext].N)
+		}
+		if d.set.has(kUserMetadata) {
+			e.UserMetadata = StringID(f[kUserMetadata].N)
+		}
+		if raw := int64(f[kStream].N); d.set.has(kStream) && raw != b.lastStreamRaw {
+			var err error
+			if e.Stream, err = b.stream("trace entry", d); err != nil {
+				return pickle.Value{}, err
+			}
+		} else if d.set.has(kStream) {
+			e.Stream = b.lastStream
+		}
+		return pickle.Value{Kind: vEvent, N: uint64(b.events.push(e))}, nil
+	}
+checked:
 	const what = "trace entry"
 	var e Event
 	var err error

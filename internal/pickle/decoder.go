@@ -384,12 +384,13 @@ func (d *Decoder) Decode() (Value, error) {
 // instructions per opcode by more than half compared with one step() call
 // per opcode.
 func (d *Decoder) fast() error {
-	buf, pos, end := d.buf, d.pos, d.end
+	buf, pos := d.buf, d.pos
+	limit := d.end - 16
 	stack, maxStack := d.stack, d.lim.MaxStack
 	m := &d.memo
-	for end-pos >= 16 && len(stack) < maxStack {
-		switch buf[pos] {
-		case opBinGet, opLongBinGet:
+	for pos <= limit && len(stack) < maxStack {
+		switch fastClass[buf[pos]] {
+		case fcBinGet, fcLongBinGet:
 			var id uint64
 			n := 2
 			if buf[pos] == opBinGet {
@@ -408,7 +409,7 @@ func (d *Decoder) fast() error {
 			}
 			stack = append(stack, Value{Kind: k, N: u & (1<<payloadBits - 1)})
 			pos += n
-		case opMemoize:
+		case fcMemoize:
 			top := len(stack) - 1
 			if top < 0 || stack[top].Kind == KindRef || stack[top].N >= 1<<payloadBits ||
 				m.sparse != nil || (len(d.marks) > 0 && top < d.marks[len(d.marks)-1]) {
@@ -421,17 +422,17 @@ func (d *Decoder) fast() error {
 			m.chunks[c] = append(m.chunks[c], uint64(stack[top].Kind)<<payloadBits|stack[top].N)
 			m.n++
 			pos++
-		case opBinInt1:
+		case fcBinInt1:
 			stack = append(stack, Value{Kind: KindInt, N: uint64(buf[pos+1])})
 			pos += 2
-		case opBinInt2:
+		case fcBinInt2:
 			stack = append(stack, Value{Kind: KindInt, N: uint64(binary.LittleEndian.Uint16(buf[pos+1:]))})
 			pos += 3
-		case opBinInt:
+		case fcBinInt:
 			v := int32(binary.LittleEndian.Uint32(buf[pos+1:]))
 			stack = append(stack, Value{Kind: KindInt, N: uint64(int64(v))})
 			pos += 5
-		case opLong1:
+		case fcLong1:
 			n := int(buf[pos+1])
 			if n > 8 {
 				goto out
@@ -443,9 +444,9 @@ func (d *Decoder) fast() error {
 			}
 			stack = append(stack, Value{Kind: KindInt, N: u})
 			pos += 2 + n
-		case opShortBinUnicode:
+		case fcShortBinUnicode:
 			n := int(buf[pos+1])
-			if end-pos < 2+n {
+			if d.end-pos < 2+n {
 				goto out
 			}
 			v, err := d.sink.String(buf[pos+2:pos+2+n], false)
@@ -455,7 +456,7 @@ func (d *Decoder) fast() error {
 			}
 			stack = append(stack, v)
 			pos += 2 + n
-		case opMark:
+		case fcMark:
 			if len(d.marks) >= d.lim.MaxMarks {
 				goto out
 			}
@@ -469,6 +470,28 @@ out:
 	d.pos, d.stack = pos, stack
 	return nil
 }
+
+// Classes of the opcodes fast handles. A dense class byte lets the switch
+// compile to a jump table instead of a search over sparse opcode values.
+const (
+	fcNone = iota
+	fcBinGet
+	fcLongBinGet
+	fcMemoize
+	fcBinInt1
+	fcBinInt2
+	fcBinInt
+	fcLong1
+	fcShortBinUnicode
+	fcMark
+)
+
+var fastClass = func() (t [256]uint8) {
+	t[opBinGet], t[opLongBinGet], t[opMemoize] = fcBinGet, fcLongBinGet, fcMemoize
+	t[opBinInt1], t[opBinInt2], t[opBinInt] = fcBinInt1, fcBinInt2, fcBinInt
+	t[opLong1], t[opShortBinUnicode], t[opMark] = fcLong1, fcShortBinUnicode, fcMark
+	return t
+}()
 
 // step runs one opcode whose byte was just consumed.
 func (d *Decoder) step(op byte) (Value, bool, error) {

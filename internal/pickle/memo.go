@@ -84,8 +84,13 @@ func (m *memo) get(i uint64) (Value, bool) {
 // handle is swapped for its result; an id reused by a later PUT is left
 // alone).
 func (m *memo) replace(i uint64, old, v Value) {
-	cur, ok := m.get(i)
-	if ok && cur == old {
+	if i < m.n && old.N < 1<<payloadBits {
+		if p := m.slot(i); *p == uint64(old.Kind)<<payloadBits|old.N {
+			*p = m.pack(v)
+		}
+		return
+	}
+	if cur, ok := m.get(i); ok && cur == old {
 		m.put(i, v)
 	}
 }
