@@ -173,16 +173,17 @@ func (b *builder) SetItems(h pickle.Handle, kv []pickle.Value) error {
 		return errors.New("SETITEMS on a list")
 	}
 	d := &ct.d
-	for i := 0; i < len(kv); i += 2 {
-		k, v := kv[i], kv[i+1]
-		if k.Kind == pickle.KindString {
-			if kk := b.keyOf[k.N]; kk != kUnknown {
-				d.f[kk] = v
+	keyOf := b.keyOf
+	for i := 0; i+1 < len(kv); i += 2 {
+		k := &kv[i]
+		if k.Kind == pickle.KindString && k.N < uint64(len(keyOf)) {
+			if kk := keyOf[k.N]; kk != kUnknown {
+				d.f[kk%numKeys] = kv[i+1]
 				d.set |= 1 << kk
 				continue
 			}
 		}
-		d.extra = append(d.extra, k, v)
+		d.extra = append(d.extra, *k, kv[i+1])
 	}
 	return nil
 }

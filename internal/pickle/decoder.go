@@ -297,17 +297,18 @@ func (d *Decoder) resolveAll(items []Value, target Handle, hasTarget bool) error
 }
 
 // targetRef returns the open container below the mark that items go into.
-func (d *Decoder) targetRef(base int, what string) (Handle, error) {
+// The error names no opcode: Decode wraps it with the opcode and offset.
+func (d *Decoder) targetRef(base int) (Handle, error) {
 	if base == 0 {
-		return 0, fmt.Errorf("%s without a container", what)
+		return 0, errors.New("no container to add to")
 	}
 	t := d.stack[base-1]
 	if t.Kind != KindRef {
-		return 0, fmt.Errorf("%s on a value that is not a dict or list", what)
+		return 0, errors.New("adding to a value that is not a dict or list")
 	}
 	h := Handle(t.N)
 	if d.handles[h].closed {
-		return 0, fmt.Errorf("%s on a container that was already used", what)
+		return 0, errors.New("adding to a container that was already used")
 	}
 	return h, nil
 }
@@ -543,7 +544,7 @@ func (d *Decoder) step(op byte) (Value, bool, error) {
 		} else {
 			return Value{}, false, errors.New("no MARK on the stack")
 		}
-		h, err := d.targetRef(base, opNames[op])
+		h, err := d.targetRef(base)
 		if err != nil {
 			return Value{}, false, err
 		}
@@ -567,7 +568,7 @@ func (d *Decoder) step(op byte) (Value, bool, error) {
 		if base < 0 || (len(d.marks) > 0 && base < d.marks[len(d.marks)-1]) {
 			return Value{}, false, errors.New("stack underflow")
 		}
-		h, err := d.targetRef(base, opNames[op])
+		h, err := d.targetRef(base)
 		if err != nil {
 			return Value{}, false, err
 		}
