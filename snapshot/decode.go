@@ -379,7 +379,7 @@ func (b *builder) keyString(k pickle.Value) string {
 	if k.Kind == pickle.KindString || k.Kind == pickle.KindBytes {
 		return b.sn.strings[k.N]
 	}
-	return fmt.Sprint(b.toAny(k, 0))
+	return fmt.Sprint(b.anyOf(k))
 }
 
 // Field readers. They name the record and key in their errors: a snapshot

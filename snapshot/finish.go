@@ -47,7 +47,7 @@ func (b *builder) finish(top pickle.Value) error {
 			if sn.Extra == nil {
 				sn.Extra = map[string]any{}
 			}
-			sn.Extra[name] = b.toAny(v, 0)
+			sn.Extra[name] = b.anyOf(v)
 		}
 		if err != nil {
 			return fmt.Errorf("%q: %w", name, err)
@@ -110,7 +110,7 @@ func (b *builder) annotationsOf(v pickle.Value) ([]Annotation, error) {
 }
 
 func (b *builder) settingsOf(v pickle.Value) (*AllocatorSettings, error) {
-	raw, ok := b.toAny(v, 0).(map[string]any)
+	raw, ok := b.anyOf(v).(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("is %s, want a dict", b.describe(v))
 	}
@@ -133,13 +133,28 @@ func (b *builder) settingsOf(v pickle.Value) (*AllocatorSettings, error) {
 	return s, nil
 }
 
-// toAny converts a value generically, for settings and unknown additions.
-// Typed records inside are summarized: they only appear there in files from
-// torch versions newer than this code.
-func (b *builder) toAny(v pickle.Value, depth int) any {
+// maxGeneric bounds the values one generic conversion may produce. The
+// memo lets a 300-byte pickle describe a list of 2**40 shared references
+// (x = [y, y], y = [z, z], ...), which a tree conversion would expand.
+const maxGeneric = 1 << 20
+
+// anyOf converts a value generically, for settings and unknown additions.
+func (b *builder) anyOf(v pickle.Value) any {
+	budget := maxGeneric
+	return b.toAny(v, 0, &budget)
+}
+
+// toAny converts v, spending one unit of budget per value. Typed records
+// inside are summarized: they only appear there in files from torch
+// versions newer than this code.
+func (b *builder) toAny(v pickle.Value, depth int, budget *int) any {
 	if depth > 64 {
 		return "<nested too deep>"
 	}
+	if *budget <= 0 {
+		return "<truncated>"
+	}
+	*budget--
 	switch v.Kind {
 	case pickle.KindNone:
 		return nil
@@ -157,14 +172,14 @@ func (b *builder) toAny(v pickle.Value, depth int) any {
 		items := b.lists[v.N]
 		out := make([]any, len(items))
 		for i, it := range items {
-			out[i] = b.toAny(it, depth+1)
+			out[i] = b.toAny(it, depth+1, budget)
 		}
 		return out
 	case vDict:
 		kv := b.dicts[v.N]
 		out := make(map[string]any, len(kv)/2)
 		for i := 0; i < len(kv); i += 2 {
-			out[b.keyString(kv[i])] = b.toAny(kv[i+1], depth+1)
+			out[b.keyString(kv[i])] = b.toAny(kv[i+1], depth+1, budget)
 		}
 		return out
 	case vEmpty:

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand"
 	"os"
 	"strings"
@@ -27,6 +28,25 @@ func TestRefusesCode(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, c.want)
 			}
 		})
+	}
+}
+
+// A 305-byte pickle whose unknown top-level key holds a list of 2**40
+// shared references (x = [y, y], y = [z, z], ...) must not be expanded.
+func TestSharedReferenceBomb(t *testing.T) {
+	raw, err := os.ReadFile("testdata/hostile/dag_bomb.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn, err := Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sn.Unknown["top.future_key"] != 1 {
+		t.Errorf("unknown = %v", sn.Unknown)
+	}
+	if !strings.Contains(fmt.Sprint(sn.Extra["future_key"]), "<truncated>") {
+		t.Error("the expansion was not cut off")
 	}
 }
 
