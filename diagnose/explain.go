@@ -1,0 +1,55 @@
+package diagnose
+
+import (
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// DeviceReport gathers the peak, fragmentation and OOM analyses of one
+// device, for front ends that print them all.
+type DeviceReport struct {
+	Device int
+	Peak   *PeakReport
+	// Frag is the fragmentation at the end, at the allocated peak and at
+	// the reserved peak (each moment once, in that order).
+	Frag     []*FragReport
+	OOMs     []*OOMReport
+	Caveats  []replay.Caveat
+	Findings []Finding
+}
+
+// Explain runs every analysis of this package on one device's timeline.
+func Explain(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) (*DeviceReport, error) {
+	r := &DeviceReport{Device: tl.Device, Peak: Peak(sn, tl, f), Caveats: tl.Caveats}
+	moments := []struct {
+		when  string
+		index int
+	}{
+		{"end", tl.Len() - 1},
+		{"peak", r.Peak.Allocated.Index},
+		{"reserved peak", r.Peak.Reserved.Index},
+	}
+	seen := map[int]bool{}
+	for _, m := range moments {
+		if seen[m.index] {
+			continue
+		}
+		seen[m.index] = true
+		fr, err := Frag(sn, tl, f, m.index, m.when)
+		if err != nil {
+			return nil, err
+		}
+		r.Frag = append(r.Frag, fr)
+	}
+	var err error
+	if r.OOMs, err = OOMs(sn, tl, f); err != nil {
+		return nil, err
+	}
+	for _, o := range r.OOMs {
+		r.Findings = append(r.Findings, o.Findings()...)
+	}
+	r.Findings = append(r.Findings, r.Peak.Findings()...)
+	r.Findings = append(r.Findings, FragFinding(r.Peak, r.Frag[0], r.Frag[1:]...)...)
+	return r, nil
+}

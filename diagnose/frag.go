@@ -1,0 +1,267 @@
+package diagnose
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/vramscope/vramscope/internal/units"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// Expandable segments map physical memory in pages of these sizes; only
+// whole free pages can be unmapped (research note 5.4).
+const (
+	smallPage = 2 << 20
+	largePage = 20 << 20
+)
+
+// FragReport splits one moment's reserved-but-unallocated memory by what
+// could give it back.
+type FragReport struct {
+	Device int
+	Index  int    // event index; replay.BeforeRecording: before the first
+	When   string // "end", "peak", "reserved peak" or "oom"
+
+	Reserved, Allocated int64
+	// FreeSegments is what empty_cache() returns: fully free segments of
+	// the default pool (with expandable segments, the whole free pages).
+	FreeSegments      int64
+	FreeSegmentsCount int
+	// Trapped is free memory in default-pool segments that still hold
+	// live blocks (with expandable segments, free slivers of mapped
+	// pages): only expandable_segments or another allocation order frees it.
+	Trapped      int64
+	TrappedCount int // segments with trapped bytes
+	// PendingFree is freed by the caller but waiting on record_stream
+	// events of other streams.
+	PendingFree int64
+	// PrivatePools is free memory in CUDA-graph or MemPool pools, reused
+	// only by that pool and released only with it.
+	PrivatePools int64
+	// RoundingWaste is Σ size - requested of allocated blocks; it is part
+	// of Allocated, not of the free memory above.
+	RoundingWaste int64
+
+	Largest []FreeClass     // largest free block per stream, pool and size class
+	Pinned  []PinnedSegment // segments with the most trapped bytes, most first
+	// Creators groups the fully free segments by the callsite that made
+	// the allocator reserve them: who grew the cache.
+	Creators []SiteGroup
+	Advice   []string
+}
+
+// Unallocated is Reserved - Allocated: FreeSegments + Trapped + PendingFree
+// + PrivatePools.
+func (r *FragReport) Unallocated() int64 { return r.Reserved - r.Allocated }
+
+// FreeClass is the free memory of one allocator free list.
+type FreeClass struct {
+	Stream  snapshot.StreamID
+	Pool    snapshot.PoolID
+	Type    snapshot.SegmentType
+	Largest uint64
+	Free    uint64
+	Blocks  int
+}
+
+// PinnedSegment is a segment whose free memory is held hostage by live
+// blocks, with the callsites of those blocks.
+type PinnedSegment struct {
+	Address, Size uint64
+	Stream        snapshot.StreamID
+	Type          snapshot.SegmentType
+	Expandable    bool
+	Free          uint64 // inactive bytes in the segment
+	Holes         int
+	LargestHole   uint64
+	LargestPinner uint64      // size of the largest live block
+	Pinners       []SiteGroup // live blocks of the segment by callsite
+}
+
+// maxPinned bounds FragReport.Pinned: the worst few segments explain it.
+const maxPinned = 5
+
+// Frag analyses the allocator state right after event i of tl.
+func Frag(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int, when string) (*FragReport, error) {
+	st, err := tl.State(i)
+	if err != nil {
+		return nil, fmt.Errorf("fragmentation %s: %w", when, err)
+	}
+	r := &FragReport{Device: tl.Device, Index: i, When: when}
+	classes := map[FreeClass]*FreeClass{}
+	var created []sized
+	for s := range st.Segments {
+		seg := &st.Segments[s]
+		r.Reserved += int64(seg.TotalSize)
+		r.Allocated += int64(seg.AllocatedSize)
+		ps := PinnedSegment{Address: seg.Address, Size: seg.TotalSize, Stream: seg.Stream, Type: seg.Type, Expandable: seg.Expandable}
+		var pinners []int
+		for b := seg.FirstBlock; b < seg.FirstBlock+seg.NumBlocks; b++ {
+			blk := &st.Blocks[b]
+			switch blk.State {
+			case snapshot.ActiveAllocated:
+				r.RoundingWaste += int64(blk.Size - min(blk.RequestedSize, blk.Size))
+				pinners = append(pinners, st.Allocation[b])
+				ps.LargestPinner = max(ps.LargestPinner, blk.Size)
+			case snapshot.ActivePendingFree:
+				r.PendingFree += int64(blk.Size)
+				pinners = append(pinners, st.Allocation[b])
+				ps.LargestPinner = max(ps.LargestPinner, blk.Size)
+			case snapshot.Inactive:
+				ps.Free += blk.Size
+				ps.Holes++
+				ps.LargestHole = max(ps.LargestHole, blk.Size)
+				key := FreeClass{Stream: seg.Stream, Pool: seg.Pool, Type: seg.Type}
+				c := classes[key]
+				if c == nil {
+					c = &key
+					classes[key] = c
+				}
+				c.Free += blk.Size
+				c.Blocks++
+				c.Largest = max(c.Largest, blk.Size)
+			}
+		}
+		if ps.Free == 0 {
+			continue
+		}
+		switch {
+		case !seg.Pool.IsDefault():
+			r.PrivatePools += int64(ps.Free)
+		case seg.Expandable:
+			whole := wholePages(st, seg)
+			r.FreeSegments += int64(whole)
+			r.Trapped += int64(ps.Free - whole)
+			if ps.Free > whole {
+				r.TrappedCount++
+			}
+		case len(pinners) == 0:
+			r.FreeSegments += int64(ps.Free)
+			r.FreeSegmentsCount++
+			created = append(created, sized{seg.Stack, seg.TotalSize})
+			continue
+		default:
+			r.Trapped += int64(ps.Free)
+			r.TrappedCount++
+		}
+		ps.Pinners = groupBySite(sn, tl, f, pinners)
+		r.Pinned = append(r.Pinned, ps)
+	}
+	for _, c := range classes {
+		r.Largest = append(r.Largest, *c)
+	}
+	slices.SortFunc(r.Largest, func(a, b FreeClass) int {
+		if c := cmp.Compare(b.Largest, a.Largest); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Stream, b.Stream)
+	})
+	slices.SortStableFunc(r.Pinned, func(a, b PinnedSegment) int { return cmp.Compare(b.Free, a.Free) })
+	r.Pinned = r.Pinned[:min(len(r.Pinned), maxPinned)]
+	r.Creators = groupSized(sn, f, created)
+	r.Advice = fragAdvice(r, sn.Settings)
+	return r, nil
+}
+
+// wholePages is the free memory of an expandable segment in pages that lie
+// entirely inside a free block: what empty_cache() can unmap.
+func wholePages(st *replay.State, seg *snapshot.Segment) uint64 {
+	page := uint64(largePage)
+	if seg.Type == snapshot.Small {
+		page = smallPage
+	}
+	var n uint64
+	for _, b := range st.Blocks[seg.FirstBlock : seg.FirstBlock+seg.NumBlocks] {
+		if b.State != snapshot.Inactive {
+			continue
+		}
+		// Mapped ranges start on a page boundary of the reservation.
+		lo := (b.Address - seg.Address + page - 1) / page * page
+		hi := (b.Address - seg.Address + b.Size) / page * page
+		if hi > lo {
+			n += hi - lo
+		}
+	}
+	return n
+}
+
+// FragFinding returns the fragmentation finding of a device, if free
+// memory is trapped at the end or the cache grew well beyond the allocated
+// peak (memory reserved that was never needed at once). Numbers and advice
+// come from end; the callsite is who pins the trapped memory, or else who
+// made the allocator reserve the free segments; others (the peaks) lend
+// their pinners and advice when the pinning blocks are gone by the end.
+func FragFinding(peak *PeakReport, end *FragReport, others ...*FragReport) []Finding {
+	excess := peak.Reserved.Bytes - peak.Allocated.Bytes
+	trapped := significant(end.Trapped, end.Reserved)
+	grown := significant(excess, peak.Reserved.Bytes)
+	if !trapped && !grown {
+		return nil
+	}
+	share := max(float64(end.Trapped)/float64(end.Reserved), float64(excess)/float64(peak.Reserved.Bytes))
+	sev := Low
+	switch {
+	case share >= 0.5:
+		sev = High
+	case share >= 0.25:
+		sev = Medium
+	}
+	fd := Finding{
+		Kind:     KindFragmentation,
+		Severity: sev,
+		Title: fmt.Sprintf("%s reserved at the %s, %s never allocated at once; %s in fully free segments, %s trapped in partly used ones",
+			units.Bytes(end.Reserved), end.When, units.Bytes(excess), units.Bytes(end.FreeSegments), units.Bytes(end.Trapped)),
+		Bytes:  end.Unallocated(),
+		Device: end.Device,
+		Evidence: map[string]any{
+			"reserved_bytes":      end.Reserved,
+			"allocated_bytes":     end.Allocated,
+			"free_segment_bytes":  end.FreeSegments,
+			"trapped_bytes":       end.Trapped,
+			"pending_free_bytes":  end.PendingFree,
+			"private_pool_bytes":  end.PrivatePools,
+			"rounding_waste":      end.RoundingWaste,
+			"peak_reserved_bytes": peak.Reserved.Bytes,
+			"peak_allocated":      peak.Allocated.Bytes,
+			"event":               end.Index,
+		},
+	}
+	advice := slices.Clone(end.Advice)
+	// Candidates for blame, best first; the first with a user frame wins.
+	var blame []SiteGroup
+	if trapped && len(end.Pinned) > 0 {
+		blame = append(blame, end.Pinned[0].Pinners...)
+	}
+	blame = append(blame, end.Creators...)
+	for _, o := range others {
+		if trapped || !significant(o.Trapped, o.Reserved) || len(o.Pinned) == 0 || len(o.Pinned[0].Pinners) == 0 {
+			continue
+		}
+		g := o.Pinned[0].Pinners[0]
+		blame = append(blame, g)
+		fd.Evidence["trapped_at_"+strings.ReplaceAll(o.When, " ", "_")] = o.Trapped
+		if grown {
+			advice = append(advice, fmt.Sprintf(
+				"the cache grew to %s although at most %s was allocated at once, because new segments were needed while %s sat trapped at the %s behind blocks from %s; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids that growth",
+				units.Bytes(peak.Reserved.Bytes), units.Bytes(peak.Allocated.Bytes), units.Bytes(o.Trapped), o.When, siteName(g.Site)))
+		}
+		break
+	}
+	if len(blame) > 0 {
+		g := blame[0]
+		for _, c := range blame {
+			if c.Site.Known() {
+				g = c
+				break
+			}
+		}
+		siteFinding(&fd, g.Site, g.Stack)
+	}
+	fd.Fix = strings.Join(advice, "; ")
+	return []Finding{fd}
+}

@@ -1,0 +1,147 @@
+package diagnose
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// fixture is one device of a snapshot under testdata, replayed.
+type fixture struct {
+	sn *snapshot.Snapshot
+	tl *replay.Timeline
+	f  *callsite.Filter
+}
+
+func loadFixture(t *testing.T, path string) fixture {
+	t.Helper()
+	r, err := os.Open(filepath.Join("..", path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	sn, err := snapshot.Read(r)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	tls, err := replay.Devices(sn)
+	if err != nil || len(tls) != 1 {
+		t.Fatalf("%s: %d timelines, %v", path, len(tls), err)
+	}
+	f, err := callsite.NewFilter("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixture{sn, tls[0], f}
+}
+
+// sidecar reads the torch numbers stored next to a scenario pickle.
+func sidecar(t *testing.T, pickleGz string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", strings.TrimSuffix(pickleGz, ".gz")+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func num(t *testing.T, m map[string]any, key string) int64 {
+	t.Helper()
+	v, ok := m[key].(float64)
+	if !ok {
+		t.Fatalf("sidecar has no number %q", key)
+	}
+	return int64(v)
+}
+
+const scenarios = "testdata/scenarios/out/"
+
+func TestPeakMatchesTorch(t *testing.T) {
+	tests := []struct {
+		path            string
+		largestFunc     string
+		largestBytes    int64
+		peakWithout     int64
+		severity        Severity
+		transientCalled int // transient callsites at the peak
+	}{
+		// seed 002: bf16 logits (600 MB), .float() copy and log_softmax
+		// output (1.2 GB each) live at once in compute_logprobs.
+		{scenarios + "peak_upcast/peak_upcast.pickle.gz", "compute_logprobs", 1200000000, 3342892544 - 1200000000, High, 3},
+		// the fix: 250-row chunks; the logits are now the largest transient.
+		{scenarios + "peak_chunked/peak_chunked.pickle.gz", "model_forward", 600000000, 1243887616 - 600000000, High, 3},
+	}
+	for _, tt := range tests {
+		t.Run(filepath.Base(tt.path), func(t *testing.T) {
+			fx := loadFixture(t, tt.path)
+			side := sidecar(t, tt.path)
+			r := Peak(fx.sn, fx.tl, fx.f)
+			if !r.Complete {
+				t.Errorf("recording started at process start, Complete = false (caveats %v)", fx.tl.Caveats)
+			}
+			if want := num(t, side, "max_memory_allocated"); r.Allocated.Bytes != want {
+				t.Errorf("allocated peak %d, torch's max_memory_allocated %d", r.Allocated.Bytes, want)
+			}
+			if want := num(t, side, "max_memory_reserved"); r.Reserved.Bytes != want {
+				t.Errorf("reserved peak %d, torch's max_memory_reserved %d", r.Reserved.Bytes, want)
+			}
+			if got := r.PersistentBytes + r.TransientBytes; got != r.Allocated.Bytes {
+				t.Errorf("persistent %d + transient %d = %d, want the peak %d", r.PersistentBytes, r.TransientBytes, got, r.Allocated.Bytes)
+			}
+			if want := num(t, side, "allocated_bytes.all.current"); r.PersistentBytes != want {
+				t.Errorf("persistent bytes %d, want what is still allocated at the dump, %d", r.PersistentBytes, want)
+			}
+			if len(r.Transient) != tt.transientCalled {
+				t.Errorf("%d transient callsites, want %d", len(r.Transient), tt.transientCalled)
+			}
+			l := r.Largest
+			if l == nil || l.Site.Frame.Name != tt.largestFunc || l.Requested != tt.largestBytes || l.PeakWithout.Bytes != tt.peakWithout {
+				t.Fatalf("largest transient %+v, want %s, %d bytes, peak without it %d", l, tt.largestFunc, tt.largestBytes, tt.peakWithout)
+			}
+			fds := r.Findings()
+			if len(fds) != 1 || fds[0].Kind != KindPeak || fds[0].Severity != tt.severity ||
+				fds[0].Callsite == nil || fds[0].Callsite.Function != tt.largestFunc || fds[0].Bytes != r.Allocated.Bytes {
+				t.Errorf("findings %+v", fds)
+			}
+		})
+	}
+}
+
+// TestPeakUpcastLiveSet checks the seed-002 live set at the peak: the
+// weights persist; the bf16 logits, their fp32 copy and the log_softmax
+// output are the transients, the copy first.
+func TestPeakUpcastLiveSet(t *testing.T) {
+	fx := loadFixture(t, scenarios+"peak_upcast/peak_upcast.pickle.gz")
+	r := Peak(fx.sn, fx.tl, fx.f)
+	want := []struct {
+		fn    string
+		line  uint64
+		bytes int64
+	}{
+		{"compute_logprobs", 40, 1200000000}, // logits.float()
+		{"compute_logprobs", 41, 1200000000}, // torch.log_softmax
+		{"model_forward", 35, 600000000},     // bf16 logits
+	}
+	for i, w := range want {
+		g := r.Transient[i]
+		if g.Site.Frame.Name != w.fn || g.Site.Frame.Line != w.line || g.Bytes != w.bytes || g.Count != 1 {
+			t.Errorf("transient %d = %v %d bytes in %d, want %s:%d %d", i, g.Site, g.Bytes, g.Count, w.fn, w.line, w.bytes)
+		}
+	}
+	if g := r.Persistent[0]; g.Site.Frame.Name != "build_model" || g.Bytes != 307200000 {
+		t.Errorf("largest persistent = %v %d, want the build_model weights, 307200000", g.Site, g.Bytes)
+	}
+	if r.Site.Frame.Name != "compute_logprobs" {
+		t.Errorf("peak event's callsite %v, want compute_logprobs", r.Site)
+	}
+}
