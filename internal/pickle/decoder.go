@@ -820,8 +820,11 @@ func (d *Decoder) step(op byte) (Value, bool, error) {
 // number); values outside int64 and uint64 are refused.
 func decodeLong(b []byte) (Value, error) {
 	n := len(b)
-	if n == 0 {
+	switch {
+	case n == 0:
 		return Value{Kind: KindInt}, nil
+	case n > 9:
+		return Value{}, errors.New("integer does not fit in 64 bits")
 	}
 	if n == 9 {
 		switch b[8] {

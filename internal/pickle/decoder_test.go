@@ -1,0 +1,191 @@
+package pickle
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+	"os"
+	"reflect"
+	"strconv"
+	"testing"
+)
+
+// treeSink builds a plain Go tree in the shape testdata/values.json uses
+// (written by Python: {"int": "..."}, {"str": ...}, {"tuple": [...]}, ...),
+// so the VM can be checked against CPython's pickler on its own.
+type treeSink struct {
+	strs  []string
+	open  map[Handle]*node
+	done  []any
+	bytes map[uint64]bool
+}
+
+type node struct {
+	dict  bool
+	items []any
+}
+
+const kindDone = KindUser
+
+func newTreeSink() *treeSink { return &treeSink{open: map[Handle]*node{}, bytes: map[uint64]bool{}} }
+
+func (s *treeSink) String(b []byte, isBytes bool) (Value, error) {
+	s.strs = append(s.strs, string(b))
+	id := uint64(len(s.strs) - 1)
+	if isBytes {
+		s.bytes[id] = true
+		return Value{Kind: KindBytes, N: id}, nil
+	}
+	return Value{Kind: KindString, N: id}, nil
+}
+
+func (s *treeSink) Open(h Handle, c Container) error {
+	s.open[h] = &node{dict: c == Dict}
+	return nil
+}
+
+func (s *treeSink) add(h Handle, vs []Value) {
+	for _, v := range vs {
+		s.open[h].items = append(s.open[h].items, s.plain(v))
+	}
+}
+
+func (s *treeSink) SetItems(h Handle, kv []Value) error { s.add(h, kv); return nil }
+func (s *treeSink) Append(h Handle, items []Value) error { s.add(h, items); return nil }
+
+func (s *treeSink) Close(h Handle) (Value, error) {
+	n := s.open[h]
+	var out any
+	if n.dict {
+		pairs := []any{}
+		for i := 0; i < len(n.items); i += 2 {
+			pairs = append(pairs, []any{n.items[i], n.items[i+1]})
+		}
+		out = map[string]any{"dict": pairs}
+	} else {
+		out = append([]any{}, n.items...)
+	}
+	s.done = append(s.done, out)
+	return Value{Kind: kindDone, N: uint64(len(s.done) - 1)}, nil
+}
+
+func (s *treeSink) Tuple(items []Value) (Value, error) {
+	t := []any{}
+	for _, v := range items {
+		t = append(t, s.plain(v))
+	}
+	s.done = append(s.done, map[string]any{"tuple": t})
+	return Value{Kind: kindDone, N: uint64(len(s.done) - 1)}, nil
+}
+
+func (s *treeSink) plain(v Value) any {
+	switch v.Kind {
+	case KindNone:
+		return nil
+	case KindBool:
+		return v.N != 0
+	case KindInt:
+		return map[string]any{"int": strconv.FormatInt(int64(v.N), 10)}
+	case KindUint:
+		return map[string]any{"int": strconv.FormatUint(v.N, 10)}
+	case KindFloat:
+		return map[string]any{"float": math.Float64frombits(v.N)}
+	case KindString:
+		return map[string]any{"str": s.strs[v.N]}
+	case KindBytes:
+		return map[string]any{"bytes": hex.EncodeToString([]byte(s.strs[v.N]))}
+	case kindDone:
+		return s.done[v.N]
+	}
+	panic("unexpected kind")
+}
+
+func decodeTree(t *testing.T, raw []byte) (any, error) {
+	t.Helper()
+	s := newTreeSink()
+	v, err := NewDecoder(bytes.NewReader(raw), s, DefaultLimits).Decode()
+	if err != nil {
+		return nil, err
+	}
+	return s.plain(v), nil
+}
+
+// Every value kind a memory snapshot can hold, pickled by CPython with each
+// protocol it supports for that value, decodes to what Python pickled.
+func TestAgainstCPython(t *testing.T) {
+	raw, err := os.ReadFile("testdata/values.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data struct {
+		Cases []struct {
+			Name     string
+			Protocol int
+			Hex      string
+		}
+		Want map[string]any
+	}
+	if err := json.Unmarshal(raw, &data); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range data.Cases {
+		t.Run(c.Name+"/p"+strconv.Itoa(c.Protocol), func(t *testing.T) {
+			b, err := hex.DecodeString(c.Hex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := decodeTree(t, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Round-trip through JSON so number types compare alike.
+			g, _ := json.Marshal(got)
+			var gotJSON any
+			json.Unmarshal(g, &gotJSON)
+			if !reflect.DeepEqual(gotJSON, data.Want[c.Name]) {
+				t.Errorf("got  %s\nwant %v", g, data.Want[c.Name])
+			}
+		})
+	}
+}
+
+// The memo must alias: a list stored once and fetched twice is the same
+// closed value, not an empty copy (og-rek's bug).
+func TestSharedListAliases(t *testing.T) {
+	// pickle.dumps({'a': l, 'b': l}, protocol=4) with l = [1, 2, 3]
+	raw, _ := hex.DecodeString("80049519000000000000007d94288c0161945d94284b014b024b03658c0162946802752e")
+	got, err := decodeTree(t, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := got.(map[string]any)["dict"].([]any)
+	a, b := pairs[0].([]any)[1], pairs[1].([]any)[1]
+	if !reflect.DeepEqual(a, b) || len(a.([]any)) != 3 {
+		t.Errorf("a = %v, b = %v", a, b)
+	}
+}
+
+func TestDecodeLong(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Value
+		ok   bool
+	}{
+		{"", Value{Kind: KindInt}, true},
+		{"ff", Value{Kind: KindInt, N: math.MaxUint64}, true}, // -1
+		{"ff00", Value{Kind: KindInt, N: 255}, true},
+		{"0080", Value{Kind: KindInt, N: uint64(1<<64 - 32768)}, true},
+		{"ffffffffffffff7f", Value{Kind: KindInt, N: math.MaxInt64}, true},
+		{"ffffffffffffffff00", Value{Kind: KindUint, N: math.MaxUint64}, true},
+		{"000000000000000080ff", Value{}, false},
+		{"00000000000000000001", Value{}, false},
+		{"000000000000000001", Value{}, false}, // 2**64 does not fit
+	} {
+		b, _ := hex.DecodeString(c.in)
+		got, err := decodeLong(b)
+		if c.ok != (err == nil) || (c.ok && got != c.want) {
+			t.Errorf("decodeLong(%s) = %+v, %v; want %+v ok=%v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
