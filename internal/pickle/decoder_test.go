@@ -51,7 +51,7 @@ func (s *treeSink) add(h Handle, vs []Value) {
 	}
 }
 
-func (s *treeSink) SetItems(h Handle, kv []Value) error { s.add(h, kv); return nil }
+func (s *treeSink) SetItems(h Handle, kv []Value) error  { s.add(h, kv); return nil }
 func (s *treeSink) Append(h Handle, items []Value) error { s.add(h, items); return nil }
 
 func (s *treeSink) Close(h Handle) (Value, error) {
