@@ -22,7 +22,9 @@ func (ff *filterFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&ff.ignore, "ignore", "", "regexp of further frames (file or function) to skip when blaming a line")
 }
 
-func (ff *filterFlags) filter() (*callsite.Filter, error) { return callsite.NewFilter(ff.focus, ff.ignore) }
+func (ff *filterFlags) filter() (*callsite.Filter, error) {
+	return callsite.NewFilter(ff.focus, ff.ignore)
+}
 
 func newExplainCommand(stdout, stderr io.Writer) *cobra.Command {
 	var ff filterFlags

@@ -86,9 +86,6 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	root.AddCommand(newStatsCommand(stdout, stderr))
 	root.AddCommand(newExplainCommand(stdout, stderr))
 	root.AddCommand(newOOMCommand(stdout))
-	root.AddCommand(newStepsCommand(stdout, stderr))
-	root.AddCommand(newAnalyzeCommand(stdout, stderr))
-	root.AddCommand(newExportCommand(stderr))
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -97,9 +94,6 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	fmt.Fprintf(stderr, "vramscope: %v\n", err)
 	if _, ok := errors.AsType[*inputError](err); ok {
 		return exitInputError
-	}
-	if _, ok := errors.AsType[*gateError](err); ok {
-		return exitGate
 	}
 	fmt.Fprintln(stderr, "Run 'vramscope --help' for usage.")
 	return exitUsage
