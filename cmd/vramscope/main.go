@@ -38,11 +38,28 @@
 // when standard error is a terminal. Standard output carries only the
 // report.
 //
+// # analyze
+//
+//	vramscope analyze [--json] [--fail-on leak,fragmentation,oom] [--max-growth SIZE] [--max-peak SIZE] PATH...
+//
+// Analyze groups snapshots, memory-log CSVs, memory_summary() dumps and
+// OOM messages into processes (rank and pid from the names), orders each
+// process's snapshots by step and compares them: callsites whose live
+// bytes grow steadily are leaks, cached memory (reserved minus allocated)
+// that grows steadily beyond 1.5x the peak allocated is fragmentation.
+// Each trace adds its peak and OOMs. It prints a verdict per process and
+// overall (oom, leak, fragmentation or healthy) and the findings, each
+// with its callsite, a short stack, the evidence and the fix.
+//
+//	$ vramscope analyze testdata/scenarios/out/leak_closure
+//	$ vramscope analyze --json --fail-on leak mem_snapshots/ logs/*.csv
+//
 // # Exit status
 //
 // 0 when every input was read, 1 for a usage error, 2 when an input could
 // not be read (the message names the file and the reason; the other inputs
-// are still reported).
+// are still reported), 3 when analyze's gate (--fail-on, --max-growth,
+// --max-peak) trips.
 package main
 
 import (
@@ -86,6 +103,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	root.AddCommand(newStatsCommand(stdout, stderr))
 	root.AddCommand(newExplainCommand(stdout, stderr))
 	root.AddCommand(newOOMCommand(stdout))
+	root.AddCommand(newAnalyzeCommand(stdout, stderr))
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -94,6 +112,9 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	fmt.Fprintf(stderr, "vramscope: %v\n", err)
 	if _, ok := errors.AsType[*inputError](err); ok {
 		return exitInputError
+	}
+	if _, ok := errors.AsType[*gateError](err); ok {
+		return exitGate
 	}
 	fmt.Fprintln(stderr, "Run 'vramscope --help' for usage.")
 	return exitUsage

@@ -1,0 +1,88 @@
+package analyze
+
+import (
+	"sync"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/inputs"
+	"github.com/vramscope/vramscope/memlog"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// Options tune an Analyzer.
+type Options struct {
+	// Filter decides which frames are user code; nil means the defaults.
+	Filter *callsite.Filter
+	// StackDepth is how many user frames a finding's stack shows (5 when 0).
+	StackDepth int
+}
+
+// Analyzer collects digests of inputs and builds the Report. Its Add
+// methods are safe for concurrent use, so that a caller can decode files
+// in parallel when memory allows.
+type Analyzer struct {
+	opts   Options
+	filter *callsite.Filter
+	sites  sites
+
+	mu    sync.Mutex
+	snaps []*digest
+	texts []*textDigest
+}
+
+// New returns an empty Analyzer.
+func New(opts Options) *Analyzer {
+	if opts.StackDepth <= 0 {
+		opts.StackDepth = 5
+	}
+	f := opts.Filter
+	if f == nil {
+		// Empty patterns cannot fail to compile.
+		f, _ = callsite.NewFilter("", "")
+	}
+	return &Analyzer{opts: opts, filter: f, sites: sites{byKey: map[string]*site{}}}
+}
+
+// AddSnapshot digests sn, read from in. The Analyzer keeps no reference to
+// sn: the caller may drop it as soon as this returns.
+func (a *Analyzer) AddSnapshot(in inputs.Input, sn *snapshot.Snapshot) {
+	d := a.digestSnapshot(in, sn)
+	a.mu.Lock()
+	a.snaps = append(a.snaps, d)
+	a.mu.Unlock()
+}
+
+// AddMemoryLog adds a memory-log CSV read by memlog.ParseCSV.
+func (a *Analyzer) AddMemoryLog(in inputs.Input, s *memlog.Series) {
+	a.addText(logDigest(in, s))
+}
+
+// AddMemorySummaries adds memory_summary() tables read from one text file,
+// in file order: a series like a memory log's.
+func (a *Analyzer) AddMemorySummaries(in inputs.Input, sums []memlog.MemorySummary) {
+	a.addText(summaryDigest(in, sums))
+}
+
+// AddOOMMessages adds the out-of-memory messages found in one text file.
+func (a *Analyzer) AddOOMMessages(in inputs.Input, msgs []memlog.OOMMessage) {
+	a.addText(&textDigest{in: in, kind: "OOM message", ooms: msgs})
+}
+
+func (a *Analyzer) addText(t *textDigest) {
+	a.mu.Lock()
+	a.texts = append(a.texts, t)
+	a.mu.Unlock()
+}
+
+// Report analyzes everything added so far.
+func (a *Analyzer) Report() *Report {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := &Report{Version: ReportVersion, Verdict: Healthy, Processes: []Process{}}
+	for _, g := range group(a.snaps, a.texts) {
+		p := a.analyzeProcess(g)
+		r.Verdict = worse(r.Verdict, p.Verdict)
+		r.Processes = append(r.Processes, p)
+	}
+	return r
+}

@@ -1,0 +1,186 @@
+package analyze
+
+import (
+	"cmp"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/vramscope/vramscope/inputs"
+)
+
+// processGroup is the inputs of one process.
+type processGroup struct {
+	id        string
+	tags      []string
+	rank, pid *int
+	snaps     []*digest // in analysis order
+	texts     []*textDigest
+}
+
+// group sorts inputs into processes. A name with a rank or pid decides
+// (rank and pid, not the tag: verl's actor and rollout dumps of one
+// process carry different tags). Snapshots without one are grouped by file
+// stem, so step2/snap.pickle and step3/snap.pickle are one process. A text
+// file without one joins the only process whose tag or stem starts its
+// name, else the only process there is, else stands alone.
+func group(snaps []*digest, texts []*textDigest) []*processGroup {
+	// Inputs arrive in decoding order, which parallel decoding shuffles.
+	snaps = slices.SortedFunc(slices.Values(snaps), func(a, b *digest) int { return cmp.Compare(a.in.Path, b.in.Path) })
+	texts = slices.SortedFunc(slices.Values(texts), func(a, b *textDigest) int { return cmp.Compare(a.in.Path, b.in.Path) })
+
+	byID := map[string]*processGroup{}
+	var order []*processGroup
+	get := func(in inputs.Input) *processGroup {
+		id := identityID(in.Identity)
+		if id == "" {
+			id = stem(in.Path)
+		}
+		g := byID[id]
+		if g == nil {
+			g = &processGroup{id: id}
+			if in.HasRank {
+				g.rank = &in.Rank
+			}
+			if in.HasPID {
+				g.pid = &in.PID
+			}
+			byID[id] = g
+			order = append(order, g)
+		}
+		if in.Tag != "" && !slices.Contains(g.tags, in.Tag) {
+			g.tags = append(g.tags, in.Tag)
+		}
+		return g
+	}
+	for _, d := range snaps {
+		g := get(d.in)
+		g.snaps = append(g.snaps, d)
+	}
+	var unnamed []*textDigest
+	for _, t := range texts {
+		if identityID(t.in.Identity) == "" {
+			unnamed = append(unnamed, t)
+			continue
+		}
+		g := get(t.in)
+		g.texts = append(g.texts, t)
+	}
+	for _, t := range unnamed {
+		g := matchByName(order, stem(t.in.Path))
+		if g == nil {
+			g = get(t.in)
+		}
+		g.texts = append(g.texts, t)
+	}
+
+	for _, g := range order {
+		slices.SortStableFunc(g.snaps, compareSnapshots)
+	}
+	slices.SortStableFunc(order, compareGroups)
+	return order
+}
+
+// matchByName picks the process a text file without identity belongs to.
+func matchByName(groups []*processGroup, name string) *processGroup {
+	var match *processGroup
+	for _, g := range groups {
+		prefixes := append([]string{g.id}, g.tags...)
+		if slices.ContainsFunc(prefixes, func(p string) bool { return p != "" && strings.HasPrefix(name, p) }) {
+			if match != nil {
+				return nil // ambiguous: better alone than in the wrong process
+			}
+			match = g
+		}
+	}
+	if match == nil && len(groups) == 1 {
+		return groups[0]
+	}
+	return match
+}
+
+// identityID names a process from its file names, or "" when they do not.
+func identityID(id inputs.Identity) string {
+	switch {
+	case id.HasRank && id.HasPID:
+		return fmt.Sprintf("rank%d/pid%d", id.Rank, id.PID)
+	case id.HasPID:
+		return fmt.Sprintf("pid%d", id.PID)
+	case id.HasRank && id.Tag != "":
+		return fmt.Sprintf("%s/rank%d", id.Tag, id.Rank)
+	case id.HasRank:
+		return fmt.Sprintf("rank%d", id.Rank)
+	}
+	return ""
+}
+
+// stemExtensions are stripped from a file name, innermost last, to get the
+// name two snapshots of one process share.
+var stemExtensions = []string{".gz", ".zst", ".zstd", ".pickle", ".pkl", ".pk", ".pt", ".csv", ".txt", ".log"}
+
+func stem(path string) string {
+	if path == inputs.Stdin {
+		return "stdin"
+	}
+	base := filepath.Base(path)
+	for _, ext := range stemExtensions {
+		if len(base) > len(ext) && strings.EqualFold(base[len(base)-len(ext):], ext) {
+			base = base[:len(base)-len(ext)]
+		}
+	}
+	return base
+}
+
+// compareSnapshots orders one process's snapshots: by step, by dump-folder
+// time, then by when their traces end (content, for names that say
+// neither), then by path.
+func compareSnapshots(a, b *digest) int {
+	if c := compareOptional(a.in.HasStep, b.in.HasStep, a.in.Step, b.in.Step); c != 0 {
+		return c
+	}
+	if c := compareOptional(a.in.HasTime, b.in.HasTime, a.in.Time.UnixNano(), b.in.Time.UnixNano()); c != 0 {
+		return c
+	}
+	if c := compareOptional(a.endUS != 0, b.endUS != 0, a.endUS, b.endUS); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.in.Path, b.in.Path)
+}
+
+// compareGroups lists processes by rank, then pid, then name.
+func compareGroups(a, b *processGroup) int {
+	rank := func(g *processGroup) (bool, int) { return g.rank != nil, deref(g.rank) }
+	pid := func(g *processGroup) (bool, int) { return g.pid != nil, deref(g.pid) }
+	ha, ra := rank(a)
+	hb, rb := rank(b)
+	if c := compareOptional(ha, hb, ra, rb); c != 0 {
+		return c
+	}
+	ha, ra = pid(a)
+	hb, rb = pid(b)
+	if c := compareOptional(ha, hb, ra, rb); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// compareOptional orders present values before absent ones.
+func compareOptional[T cmp.Ordered](hasA, hasB bool, a, b T) int {
+	switch {
+	case hasA && hasB:
+		return cmp.Compare(a, b)
+	case hasA:
+		return -1
+	case hasB:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,166 @@
+package analyze
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/vramscope/vramscope/diagnose"
+)
+
+// axis is the x of a process's snapshot series: the step numbers when
+// every snapshot has a distinct one, else the snapshots' positions.
+type axis struct {
+	xs  []float64
+	per string // "step" or "snapshot": the unit of bytes_per_step
+	// steps are the step numbers, or nil.
+	steps []int
+}
+
+func axisOf(snaps []*digest) axis {
+	ax := axis{per: "step"}
+	seen := map[int]bool{}
+	for _, d := range snaps {
+		if !d.in.HasStep || seen[d.in.Step] {
+			ax = axis{per: "snapshot"}
+			break
+		}
+		seen[d.in.Step] = true
+		ax.steps = append(ax.steps, d.in.Step)
+	}
+	for i, d := range snaps {
+		x := float64(i)
+		if ax.steps != nil {
+			x = float64(d.in.Step)
+		}
+		ax.xs = append(ax.xs, x)
+	}
+	return ax
+}
+
+// evidence starts a finding's evidence with the series' x values.
+func (ax axis) evidence() map[string]any {
+	ev := map[string]any{"per": ax.per, "snapshots": len(ax.xs)}
+	if ax.steps != nil {
+		ev["steps"] = ax.steps
+	}
+	return ev
+}
+
+// analyzeProcess compares a process's snapshots with one another, reads
+// its logs and merges the findings of its traces.
+func (a *Analyzer) analyzeProcess(g *processGroup) Process {
+	p := Process{
+		ID: g.id, Rank: g.rank, PID: g.pid, Tag: strings.Join(g.tags, ","),
+		Inputs: []string{}, Findings: []diagnose.Finding{}, Snapshots: []Point{}, Notes: []string{},
+	}
+	for _, d := range g.snaps {
+		p.Inputs = append(p.Inputs, d.in.Path)
+		p.Snapshots = append(p.Snapshots, pointOf(d))
+		p.Notes = append(p.Notes, d.notes...)
+	}
+	for _, t := range g.texts {
+		p.Inputs = append(p.Inputs, t.in.Path)
+		p.Notes = append(p.Notes, t.notes...)
+	}
+	p.Stats = statsOf(g)
+
+	switch len(g.snaps) {
+	case 0:
+	case 1:
+		p.Notes = append(p.Notes, "one snapshot: growth across steps needs two or more (three to tell a leak from a one-off allocation)")
+	default:
+		ax := axisOf(g.snaps)
+		for _, dev := range devicesOf(g.snaps) {
+			series := deviceSeries(g.snaps, dev)
+			p.Findings = append(p.Findings, a.snapshotLeaks(ax, dev, series)...)
+			if f, ok := a.snapshotFragmentation(ax, dev, series); ok {
+				p.Findings = append(p.Findings, f)
+			}
+		}
+	}
+	p.Findings = mergeTraceFindings(p.Findings, g.snaps)
+	p.Findings, p.Notes = mergeTextFindings(p.Findings, p.Notes, g.texts)
+
+	sortFindings(p.Findings)
+	p.Verdict = verdictOf(p.Findings)
+	return p
+}
+
+func pointOf(d *digest) Point {
+	pt := Point{Input: d.in.Path}
+	if d.in.HasStep {
+		step := d.in.Step
+		pt.Step = &step
+	}
+	for _, dd := range d.devices {
+		pt.AllocatedBytes += dd.allocated
+		pt.ReservedBytes += dd.reserved
+	}
+	return pt
+}
+
+// statsOf takes the last snapshot's totals, or the last log sample's, and
+// the highest trace peaks (summed over devices within one snapshot).
+func statsOf(g *processGroup) Stats {
+	var s Stats
+	if n := len(g.snaps); n > 0 {
+		last := pointOf(g.snaps[n-1])
+		s.AllocatedBytes, s.ReservedBytes = last.AllocatedBytes, last.ReservedBytes
+	} else {
+		for _, t := range g.texts {
+			if n := len(t.points); n > 0 {
+				s.AllocatedBytes, s.ReservedBytes = t.points[n-1].allocated, t.points[n-1].reserved
+			}
+		}
+	}
+	for _, d := range g.snaps {
+		if !d.traced {
+			continue
+		}
+		var pa, pr int64
+		for _, dd := range d.devices {
+			pa += dd.peakAllocated
+			pr += dd.peakReserved
+		}
+		if s.PeakAllocatedBytes == nil || pa > *s.PeakAllocatedBytes {
+			s.PeakAllocatedBytes = &pa
+		}
+		if s.PeakReservedBytes == nil || pr > *s.PeakReservedBytes {
+			s.PeakReservedBytes = &pr
+		}
+	}
+	return s
+}
+
+// devicesOf lists the devices any snapshot has, ascending.
+func devicesOf(snaps []*digest) []int {
+	var out []int
+	for _, d := range snaps {
+		for _, dd := range d.devices {
+			if !slices.Contains(out, dd.device) {
+				out = append(out, dd.device)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// deviceSeries returns each snapshot's digest of device dev; a snapshot
+// without the device contributes an empty one (nothing allocated there).
+func deviceSeries(snaps []*digest, dev int) []*deviceDigest {
+	out := make([]*deviceDigest, len(snaps))
+	for i, d := range snaps {
+		out[i] = &deviceDigest{device: dev, sites: map[string]*siteUse{}, chunks: map[block]string{}}
+		for k := range d.devices {
+			if d.devices[k].device == dev {
+				out[i] = &d.devices[k]
+			}
+		}
+	}
+	return out
+}
+
+// describe is a short label for a text input in evidence and notes.
+func describe(t *textDigest) string { return fmt.Sprintf("%s %s", t.kind, t.in) }

@@ -1,0 +1,83 @@
+package analyze
+
+import (
+	"sync"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// site is a callsite as findings print it: the frame blamed, or the
+// reason there is none, and a short stack of user frames.
+type site struct {
+	callsite.Site
+	Stack []diagnose.Frame
+}
+
+// sites interns callsites across snapshots: digests keep only the key, so
+// that a snapshot's frames and stacks can be dropped once it is digested.
+// Snapshots are compared by key, which names a line of code, not a stack
+// id: ids differ between files.
+type sites struct {
+	mu    sync.Mutex
+	byKey map[string]*site
+}
+
+// siteResolver maps one snapshot's stacks to site keys, memoized per stack
+// because millions of blocks and events share a few thousand stacks.
+type siteResolver struct {
+	filter *callsite.Filter
+	sn     *snapshot.Snapshot
+	all    *sites
+	depth  int
+	keys   map[snapshot.StackID]string
+}
+
+func (s *sites) resolver(f *callsite.Filter, sn *snapshot.Snapshot, depth int) *siteResolver {
+	return &siteResolver{filter: f, sn: sn, all: s, depth: depth, keys: map[snapshot.StackID]string{}}
+}
+
+// key returns the site key of stack id, recording the site the first time
+// any snapshot shows it.
+func (r *siteResolver) key(id snapshot.StackID) string {
+	if k, ok := r.keys[id]; ok {
+		return k
+	}
+	st := r.filter.Site(r.sn, id)
+	k := st.Key()
+	r.keys[id] = k
+	r.all.mu.Lock()
+	defer r.all.mu.Unlock()
+	if _, ok := r.all.byKey[k]; !ok {
+		r.all.byKey[k] = &site{Site: st, Stack: diagnose.NewStack(r.filter.UserFrames(r.sn, id, r.depth))}
+	}
+	return k
+}
+
+func (s *sites) get(key string) *site {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byKey[key]
+}
+
+// blame fills a finding's callsite and stack from the site, following the
+// Finding contract: no callsite without a user frame, and the reason in
+// the evidence instead.
+func (st *site) blame(f *diagnose.Finding) {
+	f.Stack = st.Stack
+	if st.Known() {
+		fr := diagnose.NewFrame(st.Frame)
+		f.Callsite = &fr
+		return
+	}
+	f.Evidence["callsite_reason"] = st.Reason
+}
+
+// name is how a title refers to the site: the function, or the reason.
+func (st *site) name() string {
+	if st.Known() {
+		return st.Frame.Name
+	}
+	return "code without a user frame"
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/vramscope/vramscope/analyze"
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/internal/units"
+)
+
+// exitGate is the exit code of a CI gate that trips (--fail-on,
+// --max-growth, --max-peak).
+const exitGate = 3
+
+// gateError reports a tripped CI gate; it exits with code 3.
+type gateError struct{ reasons []string }
+
+func (e *gateError) Error() string { return "gate: " + strings.Join(e.reasons, "; ") }
+
+// analyzeFlags are analyze's options.
+type analyzeFlags struct {
+	json          bool
+	failOn        []string
+	maxGrowth     bytesFlag
+	maxPeak       bytesFlag
+	focus, ignore string
+}
+
+// bytesFlag is a size flag ("64MiB") that remembers whether it was set.
+type bytesFlag struct {
+	units.Bytes
+	set bool
+}
+
+func (b *bytesFlag) Set(s string) error {
+	b.set = true
+	return b.Bytes.Set(s)
+}
+
+func (b *bytesFlag) Type() string { return "size" }
+
+func (b *bytesFlag) String() string {
+	if !b.set {
+		return ""
+	}
+	return b.Bytes.String()
+}
+
+func newAnalyzeCommand(stdout, stderr io.Writer) *cobra.Command {
+	var fl analyzeFlags
+	cmd := &cobra.Command{
+		Use:   "analyze [flags] PATH...",
+		Short: "Tell whether each process leaks, fragments or ran out of memory, and which line did it",
+		Long: `Analyze groups snapshots, memory-log CSVs and memory_summary() or OOM text
+dumps into processes (rank, pid and tag from names such as
+step2/actor_rank0_pid746.pickle), orders each process's snapshots by step,
+and compares them: callsites whose live bytes grow steadily are leaks,
+reserved memory that grows while allocated does not is fragmentation.
+Each snapshot's trace adds its peak, OOMs and per-step growth. Memory logs
+give the same verdicts from their totals, without naming code.
+
+PATH may be a file, "-" (a snapshot on standard input), a directory
+(searched recursively) or a quoted glob.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAnalyze(cmd.Context(), stdout, stderr, args, fl)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&fl.json, "json", false, "print the report as JSON")
+	f.StringSliceVar(&fl.failOn, "fail-on", nil, "exit 3 when a process's verdict is one of these: leak, fragmentation, oom")
+	f.Var(&fl.maxGrowth, "max-growth", "exit 3 when a leak or fragmentation grows more than this per step (e.g. 64MiB)")
+	f.Var(&fl.maxPeak, "max-peak", "exit 3 when a process's peak allocated memory exceeds this (e.g. 40GiB)")
+	f.StringVar(&fl.focus, "focus", "", "regexp of frames (file or function) to treat as user code")
+	f.StringVar(&fl.ignore, "ignore", "", "regexp of frames to skip when naming the callsite")
+	return cmd
+}
+
+// gateVerdicts are the verdicts --fail-on accepts.
+var gateVerdicts = []analyze.Verdict{analyze.Leak, analyze.Fragmentation, analyze.OOM}
+
+func runAnalyze(ctx context.Context, stdout, stderr io.Writer, args []string, fl analyzeFlags) error {
+	for _, v := range fl.failOn {
+		if !slices.Contains(gateVerdicts, analyze.Verdict(v)) {
+			return fmt.Errorf("--fail-on %q: want leak, fragmentation or oom", v)
+		}
+	}
+	filter, err := callsite.NewFilter(fl.focus, fl.ignore)
+	if err != nil {
+		return err
+	}
+	a := analyze.New(analyze.Options{Filter: filter})
+	failed, total, err := loadAll(ctx, stderr, args, a)
+	if err != nil {
+		return err
+	}
+	rep := a.Report()
+	if fl.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = writeAnalysis(stdout, rep)
+	}
+	if err != nil {
+		return err
+	}
+	// An unreadable input outranks the gate: the verdict is incomplete.
+	if failed > 0 {
+		return &inputError{msg: fmt.Sprintf("%d of %d inputs could not be read", failed, total)}
+	}
+	if reasons := gate(rep, fl); len(reasons) > 0 {
+		return &gateError{reasons: reasons}
+	}
+	return nil
+}
+
+// gate lists why the report fails the CI gate set by the flags.
+func gate(rep *analyze.Report, fl analyzeFlags) []string {
+	var reasons []string
+	for _, p := range rep.Processes {
+		if slices.Contains(fl.failOn, string(p.Verdict)) {
+			reasons = append(reasons, fmt.Sprintf("%s: verdict %s (--fail-on)", p.ID, p.Verdict))
+		}
+		for _, f := range p.Findings {
+			if fl.maxGrowth.set && f.BytesPerStep > int64(fl.maxGrowth.Bytes) {
+				reasons = append(reasons, fmt.Sprintf("%s: %s grows %s per step, over --max-growth %s",
+					p.ID, f.Kind, units.Bytes(f.BytesPerStep), fl.maxGrowth.Bytes))
+			}
+		}
+		if peak := p.Stats.PeakAllocatedBytes; fl.maxPeak.set && peak != nil && *peak > int64(fl.maxPeak.Bytes) {
+			reasons = append(reasons, fmt.Sprintf("%s: peak allocated %s, over --max-peak %s",
+				p.ID, units.Bytes(*peak), fl.maxPeak.Bytes))
+		}
+	}
+	return reasons
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/vramscope/vramscope/analyze"
+	"github.com/vramscope/vramscope/inputs"
+	"github.com/vramscope/vramscope/memlog"
+)
+
+// Snapshots smaller than progressMinBytes are decoded in parallel; larger
+// ones one at a time, after them, each with its progress bar. Decoding
+// holds about half a file's size in memory, so two GB-sized snapshots at
+// once would double the peak for little gain on a 2-core machine.
+
+// errNotAnalyzable names what analyze reads, for a file it cannot.
+var errNotAnalyzable = errors.New("not a snapshot, memory-log CSV, memory_summary dump or OOM message")
+
+// loadAll feeds every input named by args to a. Files found in directories
+// or through globs that are neither snapshots nor text analyze reads are
+// skipped with one line on stderr; an input that cannot be read is
+// reported on stderr and counted in failed.
+func loadAll(ctx context.Context, stderr io.Writer, args []string, a *analyze.Analyzer) (failed, total int, err error) {
+	ins, skipped, err := inputs.Expand(args)
+	if err != nil {
+		return 0, 0, &inputError{msg: err.Error()}
+	}
+	var snaps, large []inputs.Input
+	var texts []inputs.Input
+	for _, in := range ins {
+		if in.Path == inputs.Stdin {
+			snaps = append(snaps, in)
+			continue
+		}
+		// Named files are not sniffed by Expand: a CSV named on the
+		// command line arrives here.
+		kind, err := inputs.KindOfFile(in.Path)
+		if err != nil {
+			return 0, 0, &inputError{msg: err.Error()}
+		}
+		switch info, _ := os.Stat(in.Path); {
+		case kind != inputs.Snapshot:
+			texts = append(texts, in)
+		case info != nil && info.Size() >= progressMinBytes:
+			large = append(large, in)
+		default:
+			snaps = append(snaps, in)
+		}
+	}
+	var ignored []string
+	for _, path := range skipped {
+		texts = append(texts, inputs.Input{Path: path, Identity: inputs.ParseIdentity(path)})
+	}
+	total = len(snaps) + len(large) + len(texts)
+
+	var mu sync.Mutex
+	report := func(in inputs.Input, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		failed++
+		fmt.Fprintf(stderr, "vramscope: %s: %v\n", in, err)
+	}
+	for _, in := range texts {
+		explicit := !slices.Contains(skipped, in.Path)
+		ok, err := loadText(in, a)
+		switch {
+		case err != nil:
+			report(in, err)
+		case !ok && explicit:
+			report(in, errNotAnalyzable)
+		case !ok:
+			ignored = append(ignored, in.Path)
+			total--
+		}
+	}
+	if len(ignored) > 0 {
+		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", plural(len(ignored), "file"), ignored[0])
+	}
+
+	jobs := make(chan inputs.Input)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(len(snaps), 1)) {
+		wg.Go(func() {
+			for in := range jobs {
+				loadSnapshot(in, stderr, a, report)
+			}
+		})
+	}
+	for _, in := range snaps {
+		if ctx.Err() != nil {
+			break
+		}
+		jobs <- in
+	}
+	close(jobs)
+	wg.Wait()
+	for _, in := range large {
+		if err := ctx.Err(); err != nil {
+			return failed, total, err
+		}
+		loadSnapshot(in, stderr, a, report)
+	}
+	return failed, total, ctx.Err()
+}
+
+// loadSnapshot decodes one snapshot and hands it to a, which keeps only a
+// digest: the snapshot is garbage once this returns.
+func loadSnapshot(in inputs.Input, stderr io.Writer, a *analyze.Analyzer, report func(inputs.Input, error)) {
+	sn, err := load(in, stderr)
+	if err != nil {
+		report(in, err)
+		return
+	}
+	a.AddSnapshot(in, sn)
+}
+
+// loadText reads a memory log, memory_summary dump or OOM message file.
+// It returns false, without error, for text of none of these kinds.
+func loadText(in inputs.Input, a *analyze.Analyzer) (bool, error) {
+	data, err := os.ReadFile(in.Path)
+	if err != nil {
+		return false, err
+	}
+	switch memlog.Detect(data) {
+	case memlog.FormatCSV:
+		s, err := memlog.ParseCSV(bytes.NewReader(data), in.Path)
+		if err != nil {
+			return false, err
+		}
+		a.AddMemoryLog(in, s)
+	case memlog.FormatSummary:
+		sums, err := memlog.ParseMemorySummaries(bytes.NewReader(data))
+		if err != nil {
+			return false, err
+		}
+		a.AddMemorySummaries(in, sums)
+	case memlog.FormatOOM:
+		msgs, err := memlog.ParseOOMMessages(bytes.NewReader(data))
+		if err != nil {
+			return false, err
+		}
+		a.AddOOMMessages(in, msgs)
+	default:
+		return false, nil
+	}
+	return true, nil
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/vramscope/vramscope/analyze"
+	"github.com/vramscope/vramscope/diagnose"
+)
+
+// wantProcess is what a scenario's expected.json says about one process.
+type wantProcess struct {
+	id      string
+	verdict analyze.Verdict
+	// culprits are the functions of the high and medium leak,
+	// fragmentation and OOM findings, in rank order.
+	culprits []string
+	// perStep is each leak or fragmentation culprit's bytes per step.
+	perStep map[string]int64
+	// peak is the function a peak finding blames; "" for none expected.
+	peak string
+}
+
+// TestAnalyzeScenarios runs analyze on every real-GPU fixture and checks
+// the verdicts and culprits of testdata/scenarios/out/*/expected.json.
+func TestAnalyzeScenarios(t *testing.T) {
+	fromRepoRoot(t)
+	const out = "testdata/scenarios/out/"
+	tests := []struct {
+		dir     string
+		verdict analyze.Verdict
+		procs   []wantProcess
+	}{
+		{"leak_closure", analyze.Leak, []wantProcess{{id: "rank0/pid561", verdict: analyze.Leak,
+			culprits: []string{"compute_next_token_logits", "allocate_vocab_mask"},
+			// Block sizes: the 38928384-B logits round to 39845888.
+			perStep: map[string]int64{"compute_next_token_logits": 39845888, "allocate_vocab_mask": 1216512}}}},
+		{"leak_fixed", analyze.Healthy, []wantProcess{{id: "rank0/pid592", verdict: analyze.Healthy}}},
+		{"healthy_train", analyze.Healthy, []wantProcess{
+			{id: "rank0/pid623", verdict: analyze.Healthy},
+			{id: "full_run", verdict: analyze.Healthy}}},
+		{"frag_growth", analyze.Fragmentation, []wantProcess{{id: "rank0/pid656", verdict: analyze.Fragmentation,
+			culprits: []string{"run_rollout_request"},
+			// Cached bytes 486, 744, 900 MiB at steps 2, 3, 4: Theil-Sen 207 MiB.
+			perStep: map[string]int64{"run_rollout_request": 207 << 20}}}},
+		{"frag_growth_emptycache", analyze.Healthy, []wantProcess{{id: "rank0/pid687", verdict: analyze.Healthy}}},
+		// Reserved creeps 30 MiB per step but stays at 1.24x the peak
+		// allocated, under the 1.5x threshold: healthy, with a low finding.
+		{"frag_growth_expandable", analyze.Healthy, []wantProcess{{id: "rank0/pid718", verdict: analyze.Healthy}}},
+		{"two_procs", analyze.Leak, []wantProcess{
+			{id: "rank0/pid750", verdict: analyze.Healthy},
+			{id: "rank1/pid751", verdict: analyze.Leak, culprits: []string{"cache_prompt_embeddings"},
+				perStep: map[string]int64{"cache_prompt_embeddings": 16777216}}}},
+		// A large peak alone is not a verdict.
+		{"peak_upcast", analyze.Healthy, []wantProcess{{id: "peak_upcast", verdict: analyze.Healthy, peak: "compute_logprobs"}}},
+		{"peak_chunked", analyze.Healthy, []wantProcess{{id: "peak_chunked", verdict: analyze.Healthy}}},
+		{"frag_oom", analyze.OOM, []wantProcess{{id: "frag_oom", verdict: analyze.OOM, culprits: []string{"allocate_logits_workspace"}}}},
+		{"frag_oom_expandable", analyze.Healthy, []wantProcess{{id: "frag_oom_expandable", verdict: analyze.Healthy}}},
+		{"bench_source", analyze.Healthy, []wantProcess{{id: "bench_source", verdict: analyze.Healthy}}},
+	}
+	for _, test := range tests {
+		t.Run(test.dir, func(t *testing.T) {
+			code, stdout, stderr := runCmd("analyze", "--json", out+test.dir)
+			if code != exitOK {
+				t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+			}
+			var rep analyze.Report
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Verdict != test.verdict {
+				t.Errorf("verdict %s, want %s", rep.Verdict, test.verdict)
+			}
+			if len(rep.Processes) != len(test.procs) {
+				t.Fatalf("%d processes, want %d", len(rep.Processes), len(test.procs))
+			}
+			for i, want := range test.procs {
+				checkProcess(t, rep.Processes[i], want)
+			}
+		})
+	}
+}
+
+func checkProcess(t *testing.T, p analyze.Process, want wantProcess) {
+	t.Helper()
+	if p.ID != want.id || p.Verdict != want.verdict {
+		t.Errorf("process %s verdict %s, want %s verdict %s", p.ID, p.Verdict, want.id, want.verdict)
+	}
+	var culprits []string
+	peak := ""
+	for _, f := range p.Findings {
+		if f.Callsite == nil {
+			continue
+		}
+		fn := f.Callsite.Function
+		if f.Kind == diagnose.KindPeak {
+			peak = fn
+			continue
+		}
+		if f.Severity == diagnose.Low {
+			continue
+		}
+		culprits = append(culprits, fn)
+		if wantPerStep, ok := want.perStep[fn]; ok && math.Abs(float64(f.BytesPerStep-wantPerStep)) > 1<<10 {
+			t.Errorf("%s: %s %s grows %d B per step, want %d", p.ID, fn, f.Kind, f.BytesPerStep, wantPerStep)
+		}
+	}
+	if !slices.Equal(culprits, want.culprits) {
+		t.Errorf("%s: culprits %q, want %q", p.ID, culprits, want.culprits)
+	}
+	if want.peak != "" && peak != want.peak {
+		t.Errorf("%s: peak blamed on %q, want %q", p.ID, peak, want.peak)
+	}
+}
+
+// TestAnalyzeGate checks the exit codes of the CI gate.
+func TestAnalyzeGate(t *testing.T) {
+	fromRepoRoot(t)
+	const leak, healthy = "testdata/scenarios/out/leak_closure", "testdata/scenarios/out/leak_fixed"
+	tests := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"no gate", []string{leak}, exitOK},
+		{"fail-on leak", []string{"--fail-on", "leak", leak}, exitGate},
+		{"fail-on other verdicts", []string{"--fail-on", "fragmentation,oom", leak}, exitOK},
+		{"fail-on, healthy run", []string{"--fail-on", "leak,fragmentation,oom", healthy}, exitOK},
+		{"growth over the limit", []string{"--max-growth", "32MiB", leak}, exitGate},
+		{"growth under the limit", []string{"--max-growth", "64MiB", leak}, exitOK},
+		{"peak over the limit", []string{"--max-peak", "1GiB", leak}, exitGate},
+		{"peak under the limit", []string{"--max-peak", "40GiB", leak}, exitOK},
+		{"bad verdict", []string{"--fail-on", "healthy", leak}, exitUsage},
+		{"bad size", []string{"--max-growth", "lots", leak}, exitUsage},
+		{"missing input", []string{"testdata/scenarios/out/nope"}, exitInputError},
+		{"unreadable input beats the gate", []string{"--fail-on", "leak", leak, "README.md"}, exitInputError},
+	}
+	for _, test := range tests {
+		code, _, stderr := runCmd(append([]string{"analyze"}, test.args...)...)
+		if code != test.code {
+			t.Errorf("%s: exit %d, want %d; stderr:\n%s", test.name, code, test.code, stderr)
+		}
+	}
+}
+
+// TestAnalyzeGolden pins the text and JSON reports of two scenarios.
+func TestAnalyzeGolden(t *testing.T) {
+	golden := fromRepoRoot(t)
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"analyze-leak_closure.txt", []string{"testdata/scenarios/out/leak_closure"}},
+		{"analyze-two_procs.txt", []string{"testdata/scenarios/out/two_procs"}},
+		{"analyze-frag_growth.txt", []string{"testdata/scenarios/out/frag_growth"}},
+		{"analyze-two_procs.json", []string{"--json", "testdata/scenarios/out/two_procs"}},
+	}
+	for _, test := range tests {
+		_, stdout, stderr := runCmd(append([]string{"analyze"}, test.args...)...)
+		checkGolden(t, golden, test.name, stdout)
+		checkGolden(t, golden, test.name+".stderr", stderr)
+	}
+}
