@@ -1,0 +1,39 @@
+package pickle
+
+import (
+	"bytes"
+	"testing"
+)
+
+// nopSink keeps nothing: the benchmarks below measure the VM alone.
+type nopSink struct{}
+
+func (nopSink) String([]byte, bool) (Value, error) { return Value{Kind: KindString}, nil }
+func (nopSink) Open(Handle, Container) error       { return nil }
+func (nopSink) SetItems(Handle, []Value) error     { return nil }
+func (nopSink) Append(Handle, []Value) error       { return nil }
+func (nopSink) Close(Handle) (Value, error)        { return Value{Kind: KindUser}, nil }
+func (nopSink) Tuple([]Value) (Value, error)       { return Value{Kind: KindUser}, nil }
+
+// BenchmarkMemoReads decodes a list of 1000 BINGETs per APPENDS batch, the
+// opcode that is 68% of a real snapshot (pickle-bench.md).
+func BenchmarkMemoReads(b *testing.B) {
+	var p bytes.Buffer
+	p.WriteString("\x80\x04K\x07\x94]\x94")
+	const batches = 1000
+	for i := 0; i < batches; i++ {
+		p.WriteByte('(')
+		p.Write(bytes.Repeat([]byte("h\x00"), 1000))
+		p.WriteByte('e')
+	}
+	p.WriteString("0.") // POP the list, STOP on the int
+	raw := p.Bytes()
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := NewDecoder(bytes.NewReader(raw), nopSink{}, DefaultLimits).Decode(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(batches*1000), "ns/op-code")
+}
