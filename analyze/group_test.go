@@ -1,0 +1,70 @@
+package analyze
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/vramscope/vramscope/inputs"
+)
+
+func TestGroup(t *testing.T) {
+	snap := func(path string, endUS int64) *digest {
+		return &digest{in: inputs.Input{Path: path, Identity: inputs.ParseIdentity(path)}, endUS: endUS}
+	}
+	text := func(path string) *textDigest {
+		return &textDigest{in: inputs.Input{Path: path, Identity: inputs.ParseIdentity(path)}}
+	}
+	tests := []struct {
+		name  string
+		snaps []*digest
+		texts []*textDigest
+		want  map[string][]string // process id -> inputs in analysis order
+		order []string
+	}{
+		{name: "rank and pid decide, steps order, logs by identity",
+			snaps: []*digest{snap("step10/rollout_rank1_pid2.pickle", 0), snap("step2/rollout_rank1_pid2.pickle", 0),
+				snap("step2/actor_rank0_pid1.pickle", 0)},
+			texts: []*textDigest{text("rollout_rank1_pid2_memory_log.csv")},
+			want: map[string][]string{
+				"rank0/pid1": {"step2/actor_rank0_pid1.pickle"},
+				"rank1/pid2": {"step2/rollout_rank1_pid2.pickle", "step10/rollout_rank1_pid2.pickle", "rollout_rank1_pid2_memory_log.csv"}},
+			order: []string{"rank0/pid1", "rank1/pid2"}},
+		{name: "names without identity group by stem; trace end orders them",
+			snaps: []*digest{snap("b/snap.pickle", 200), snap("a/snap.pickle", 300), snap("full_run.pickle.gz", 1)},
+			want:  map[string][]string{"snap": {"b/snap.pickle", "a/snap.pickle"}, "full_run": {"full_run.pickle.gz"}},
+			order: []string{"full_run", "snap"}},
+		{name: "a log without identity joins the process its name starts with",
+			snaps: []*digest{snap("actor_rank0_pid1.pickle", 0), snap("rollout_rank1_pid2.pickle", 0)},
+			texts: []*textDigest{text("rollout_memory_log.csv"), text("other.csv")},
+			want: map[string][]string{
+				"rank0/pid1": {"actor_rank0_pid1.pickle"},
+				"rank1/pid2": {"rollout_rank1_pid2.pickle", "rollout_memory_log.csv"},
+				"other":      {"other.csv"}},
+			order: []string{"rank0/pid1", "rank1/pid2", "other"}},
+		{name: "a text file joins the only process",
+			snaps: []*digest{snap("frag_oom.pickle.gz", 0)},
+			texts: []*textDigest{text("oom_message.txt")},
+			want:  map[string][]string{"frag_oom": {"frag_oom.pickle.gz", "oom_message.txt"}},
+			order: []string{"frag_oom"}},
+	}
+	for _, test := range tests {
+		gs := group(test.snaps, test.texts)
+		var order []string
+		for _, g := range gs {
+			order = append(order, g.id)
+			var got []string
+			for _, d := range g.snaps {
+				got = append(got, d.in.Path)
+			}
+			for _, t := range g.texts {
+				got = append(got, t.in.Path)
+			}
+			if !slices.Equal(got, test.want[g.id]) {
+				t.Errorf("%s: %s has %q, want %q", test.name, g.id, got, test.want[g.id])
+			}
+		}
+		if !slices.Equal(order, test.order) {
+			t.Errorf("%s: processes %q, want %q", test.name, order, test.order)
+		}
+	}
+}
