@@ -1,0 +1,98 @@
+package diagnose
+
+import (
+	"sort"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// StepSource says which signal delimited a trace's steps.
+type StepSource string
+
+const (
+	// SourceUserMetadata: events tagged "step=N" with
+	// torch.cuda.memory._set_memory_metadata.
+	SourceUserMetadata StepSource = "user_metadata"
+	// SourceAnnotation: record_function annotations (ProfilerStep#N, a
+	// user's "train_step#N", or the optimizer's Optimizer.step).
+	SourceAnnotation StepSource = "annotation"
+	// SourcePeriodicity: the repeating pattern of allocation sites.
+	SourcePeriodicity StepSource = "periodicity"
+)
+
+// Step is one iteration of the traced program on one device.
+type Step struct {
+	// Label names the step as its marker did: "train_step#3", "step=3",
+	// "Optimizer.step#Adam.step (2)", "period 3".
+	Label  string     `json:"label"`
+	Source StepSource `json:"source"`
+	// First and End delimit the step's events in the device trace: indices
+	// First through End-1. First == End for a step that recorded no event.
+	First int `json:"first_event"`
+	End   int `json:"end_event"`
+	// StartUS and EndUS bound the step in Unix epoch microseconds.
+	StartUS int64 `json:"start_us"`
+	EndUS   int64 `json:"end_us"`
+}
+
+// Steps is the outcome of step detection on one device's trace.
+type Steps struct {
+	// Steps are in trace order and do not overlap; empty when no signal
+	// was found.
+	Steps []Step `json:"steps"`
+	// Source is the signal used; "" when none.
+	Source StepSource `json:"source"`
+	// Marker names the signal: the annotation family ("train_step#N"), the
+	// metadata key ("step"), or the allocation site that opens each period.
+	Marker string `json:"marker"`
+	// Confidence is 1 for explicit markers. For periodicity it is the
+	// share of repeating allocations whose site occurs equally often in
+	// every period.
+	Confidence float64 `json:"confidence"`
+	// Reason says how the steps were found, or why none were.
+	Reason string `json:"reason"`
+}
+
+// DetectSteps splits device tl's trace into steps; f names the allocation
+// site that opens each period when the steps come from periodicity. Explicit markers win
+// over inference: user_metadata labels every event directly, annotations
+// need a join by time, and periodicity is a guess from the allocation
+// pattern, so they are tried in that order.
+func DetectSteps(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) Steps {
+	tr := tl.Trace
+	if tr.Len() == 0 {
+		return Steps{Steps: []Step{}, Reason: "the device has no trace events (recording was off or the trace was not included)"}
+	}
+	if s, ok := stepsFromMetadata(sn, tr); ok {
+		return s
+	}
+	if s, ok := stepsFromAnnotations(sn.Annotations, tl.Device, tr); ok {
+		return s
+	}
+	s := stepsFromPeriod(sn, tr, f)
+	if len(s.Steps) == 0 {
+		s.Reason = "no step markers: no step=N user_metadata, no ProfilerStep#N, numbered record_function or Optimizer.step annotations; " + s.Reason
+	}
+	return s
+}
+
+// eventSpan returns the indices [first, end) of the events of tr whose time
+// lies in [startUS, endUS]. Torch's trace timestamps are monotonic within a
+// device, so a binary search suffices.
+func eventSpan(tr snapshot.Trace, startUS, endUS int64) (first, end int) {
+	n := tr.Len()
+	first = sort.Search(n, func(i int) bool { return tr.At(i).TimeUS >= startUS })
+	end = sort.Search(n, func(i int) bool { return tr.At(i).TimeUS > endUS })
+	return first, max(first, end)
+}
+
+// spanTimes returns the times of the first and last events of [first, end),
+// for steps found from event indices.
+func spanTimes(tr snapshot.Trace, first, end int) (startUS, endUS int64) {
+	if first >= end {
+		return 0, 0
+	}
+	return tr.At(first).TimeUS, tr.At(end - 1).TimeUS
+}

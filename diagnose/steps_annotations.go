@@ -1,0 +1,197 @@
+package diagnose
+
+import (
+	"cmp"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// numberedName splits a record_function name that ends in a number
+// ("ProfilerStep#12", "train_step#3") into its family and number.
+var numberedName = regexp.MustCompile(`^(.*[^0-9])([0-9]+)$`)
+
+// Names of the markers torch itself writes.
+const (
+	profilerStepFamily = "ProfilerStep#N"
+	optimizerStep      = "Optimizer.step#"
+	// compiledRegion ranges are torch.compile's, numbered by frame and
+	// compile id, not by iteration.
+	compiledRegion = "Torch-Compiled Region"
+)
+
+// annRange is one START/END pair of an annotation name.
+type annRange struct {
+	name           string
+	startUS, endUS int64
+}
+
+// stepsFromAnnotations finds steps in record_function ranges. The best
+// signal is a numbered family ("ProfilerStep#N" first, then the user's own
+// "name#N" covering the most events): each range is a step. Failing that,
+// each Optimizer.step range ends a step (a training iteration ends with its
+// optimizer step). It reports false when neither exists.
+func stepsFromAnnotations(anns []snapshot.Annotation, device int, tr snapshot.Trace) (Steps, bool) {
+	ranges, unpaired := pairAnnotations(deviceAnnotations(anns, device))
+	var s Steps
+	var ok bool
+	if s, ok = numberedSteps(ranges, tr); !ok {
+		if s, ok = optimizerSteps(ranges, tr); !ok {
+			return Steps{}, false
+		}
+	}
+	if unpaired > 0 {
+		s.Reason += fmt.Sprintf("; %d START or END annotations had no partner (annotations share the trace's max_entries cap, or a dump happened inside a range) and were skipped", unpaired)
+	}
+	return s, true
+}
+
+// deviceAnnotations returns the annotations recorded for device, or all of
+// them when none names it: annotations come from the recording thread's
+// current device, which is device 0 for threads that never set one
+// (pytorch/pytorch#130457).
+func deviceAnnotations(anns []snapshot.Annotation, device int) []snapshot.Annotation {
+	var out []snapshot.Annotation
+	for _, a := range anns {
+		if a.Device == device {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		out = slices.Clone(anns)
+	}
+	slices.SortStableFunc(out, func(a, b snapshot.Annotation) int { return cmp.Compare(a.TimeUS, b.TimeUS) })
+	return out
+}
+
+// pairAnnotations matches each END with the latest open START of the same
+// name, which is right for nested ranges of one name too. It returns the
+// ranges in order of their START and the number of annotations left
+// without a partner.
+func pairAnnotations(anns []snapshot.Annotation) (ranges []annRange, unpaired int) {
+	open := map[string][]int64{}
+	for _, a := range anns {
+		switch a.Stage {
+		case "START":
+			open[a.Name] = append(open[a.Name], a.TimeUS)
+		case "END":
+			st := open[a.Name]
+			if len(st) == 0 {
+				unpaired++
+				continue
+			}
+			ranges = append(ranges, annRange{name: a.Name, startUS: st[len(st)-1], endUS: a.TimeUS})
+			open[a.Name] = st[:len(st)-1]
+		}
+	}
+	for _, st := range open {
+		unpaired += len(st)
+	}
+	slices.SortStableFunc(ranges, func(a, b annRange) int { return cmp.Compare(a.startUS, b.startUS) })
+	return ranges, unpaired
+}
+
+// numberedSteps picks the numbered family that best describes iterations
+// and makes one step per range. A family qualifies with at least two ranges
+// that do not overlap (nested or concurrent ranges are not iterations).
+func numberedSteps(ranges []annRange, tr snapshot.Trace) (Steps, bool) {
+	families := map[string][]annRange{}
+	for _, r := range ranges {
+		if strings.HasPrefix(r.name, compiledRegion) {
+			continue
+		}
+		if m := numberedName.FindStringSubmatch(r.name); m != nil {
+			families[m[1]+"N"] = append(families[m[1]+"N"], r)
+		}
+	}
+	best, bestEvents := "", -1
+	for fam, rs := range families {
+		if !sequential(rs) {
+			continue
+		}
+		events := 0
+		for _, r := range rs {
+			first, end := eventSpan(tr, r.startUS, r.endUS)
+			events += end - first
+		}
+		// The family covering the most events is the outermost loop
+		// ("train_step#N" over a nested "microbatch#N"); on a tie, the one
+		// with fewer, longer ranges is, then the name decides.
+		better := events > bestEvents
+		if events == bestEvents {
+			n, bn := len(rs), len(families[best])
+			better = n < bn || n == bn && fam < best
+		}
+		if fam == profilerStepFamily || best != profilerStepFamily && better {
+			best, bestEvents = fam, events
+		}
+	}
+	if best == "" {
+		return Steps{}, false
+	}
+	rs := families[best]
+	steps := make([]Step, len(rs))
+	for k, r := range rs {
+		first, end := eventSpan(tr, r.startUS, r.endUS)
+		steps[k] = Step{Label: r.name, Source: SourceAnnotation, First: first, End: end, StartUS: r.startUS, EndUS: r.endUS}
+	}
+	return Steps{
+		Steps: steps, Source: SourceAnnotation, Marker: best, Confidence: 1,
+		Reason: fmt.Sprintf("%d %s record_function ranges", len(steps), best),
+	}, true
+}
+
+// sequential reports whether rs (in START order) has two or more ranges,
+// each ending before the next starts.
+func sequential(rs []annRange) bool {
+	if len(rs) < 2 {
+		return false
+	}
+	for k := 1; k < len(rs); k++ {
+		if rs[k].startUS < rs[k-1].endUS {
+			return false
+		}
+	}
+	return true
+}
+
+// optimizerSteps ends a step at the END of every Optimizer.step range
+// ("Optimizer.step#Adam.step"), of the optimizer stepped most often when
+// there are several. The first step starts at the first event; events after
+// the last optimizer step belong to no step.
+func optimizerSteps(ranges []annRange, tr snapshot.Trace) (Steps, bool) {
+	byName := map[string][]annRange{}
+	for _, r := range ranges {
+		if strings.HasPrefix(r.name, optimizerStep) {
+			byName[r.name] = append(byName[r.name], r)
+		}
+	}
+	best := ""
+	for name, rs := range byName {
+		if best == "" || len(rs) > len(byName[best]) || len(rs) == len(byName[best]) && name < best {
+			best = name
+		}
+	}
+	if best == "" {
+		return Steps{}, false
+	}
+	rs := byName[best]
+	steps := make([]Step, 0, len(rs))
+	first, startUS := 0, tr.At(0).TimeUS
+	for k, r := range rs {
+		_, end := eventSpan(tr, r.startUS, r.endUS)
+		end = max(end, first)
+		steps = append(steps, Step{
+			Label: fmt.Sprintf("%s (%d)", best, k+1), Source: SourceAnnotation,
+			First: first, End: end, StartUS: startUS, EndUS: r.endUS,
+		})
+		first, startUS = end, r.endUS
+	}
+	return Steps{
+		Steps: steps, Source: SourceAnnotation, Marker: best, Confidence: 1,
+		Reason: fmt.Sprintf("%d %s ranges, each ending a step", len(steps), best),
+	}, true
+}

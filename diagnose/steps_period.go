@@ -1,0 +1,174 @@
+package diagnose
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// minPeriodConfidence is the share of repeating allocations that must fit
+// a period for it to count as the program's iterations. The loops of the
+// fixtures fit 0.6 (a serving loop with few allocations per step) to 0.98
+// (a training loop); a single pass over a model stays below (peak_upcast:
+// 0.43).
+const minPeriodConfidence = 0.6
+
+// Candidates tried: the most common repeat counts, and for each the sites
+// of that count that first occur earliest (the first of them usually opens
+// the loop body; the others cover a setup site that happens to repeat
+// equally often).
+const (
+	periodCounts  = 3
+	periodAnchors = 8
+)
+
+// periodSite identifies an allocation site for period detection: its
+// stack, or its size when the trace has no stacks.
+type periodSite struct {
+	stack snapshot.StackID
+	size  uint64
+}
+
+// allocSeq is a trace's allocations as a sequence of dense site ids.
+type allocSeq struct {
+	// Sites are numbered in order of first occurrence.
+	site   []int32 // per allocation
+	event  []int   // per allocation: its event index
+	count  []int   // per site: occurrences
+	stacks []snapshot.StackID
+}
+
+func newAllocSeq(tr snapshot.Trace) *allocSeq {
+	ids := map[periodSite]int32{}
+	s := &allocSeq{}
+	for i, e := range tr.All() {
+		if e.Action != snapshot.ActionAlloc {
+			continue
+		}
+		k := periodSite{stack: e.Stack}
+		if e.Stack == snapshot.NoStack || e.Stack == snapshot.EmptyStack {
+			k.size = e.Size
+		}
+		id, ok := ids[k]
+		if !ok {
+			id = int32(len(s.count))
+			ids[k] = id
+			s.count = append(s.count, 0)
+			s.stacks = append(s.stacks, e.Stack)
+		}
+		s.count[id]++
+		s.site = append(s.site, id)
+		s.event = append(s.event, i)
+	}
+	return s
+}
+
+// stepsFromPeriod infers steps from the repeating pattern of allocation
+// sites: in a loop run n times, most sites of the body allocate n times (or
+// a multiple of n), once per iteration. The candidate period is anchored at
+// a site allocating exactly n times, and scored by the share of repeating
+// allocations (of sites allocating twice or more) whose site occurs equally
+// often in every period it cuts. Weighing by allocations rather than sites
+// keeps a few setup sites that repeat (weights of several layers) from
+// outvoting a loop body.
+func stepsFromPeriod(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filter) Steps {
+	s := newAllocSeq(tr)
+	bestScore, bestAnchor, bestN := 0.0, -1, 0
+	for _, n := range s.commonCounts() {
+		anchors := 0
+		// Site ids are numbered in order of first occurrence.
+		for a := range s.count {
+			if s.count[a] != n {
+				continue
+			}
+			if score := s.score(a, n); score > bestScore {
+				bestScore, bestAnchor, bestN = score, a, n
+			}
+			if anchors++; anchors == periodAnchors {
+				break
+			}
+		}
+	}
+	if bestAnchor < 0 || bestScore < minPeriodConfidence {
+		return Steps{Steps: []Step{}, Confidence: bestScore, Reason: fmt.Sprintf(
+			"no repeating allocation pattern (best candidate: %d periods fitting %.0f%% of repeating allocations, %.0f%% needed)",
+			bestN, 100*bestScore, 100*minPeriodConfidence)}
+	}
+	var starts []int
+	for p, site := range s.site {
+		if int(site) == bestAnchor {
+			starts = append(starts, s.event[p])
+		}
+	}
+	steps := make([]Step, len(starts))
+	for k, first := range starts {
+		end := tr.Len()
+		if k+1 < len(starts) {
+			end = starts[k+1]
+		}
+		start, stop := spanTimes(tr, first, end)
+		steps[k] = Step{Label: fmt.Sprintf("period %d", k+1), Source: SourcePeriodicity, First: first, End: end, StartUS: start, EndUS: stop}
+	}
+	marker := f.Site(sn, s.stacks[bestAnchor]).String()
+	return Steps{
+		Steps: steps, Source: SourcePeriodicity, Marker: marker, Confidence: bestScore,
+		Reason: fmt.Sprintf("%d periods, each opened by the allocation at %s; %.0f%% of repeating allocations come from sites that occur equally often in every period",
+			len(steps), marker, 100*bestScore),
+	}
+}
+
+// commonCounts returns the repeat counts (2 or more) shared by the most
+// sites, most common first.
+func (s *allocSeq) commonCounts() []int {
+	sites := map[int]int{}
+	for _, c := range s.count {
+		if c >= 2 {
+			sites[c]++
+		}
+	}
+	counts := make([]int, 0, len(sites))
+	for c := range sites {
+		counts = append(counts, c)
+	}
+	slices.SortFunc(counts, func(a, b int) int {
+		return cmp.Or(cmp.Compare(sites[b], sites[a]), cmp.Compare(a, b))
+	})
+	return counts[:min(len(counts), periodCounts)]
+}
+
+// score cuts the sequence at every occurrence of site anchor (n of them)
+// and returns the share of repeating allocations whose site's count is a
+// multiple m*n with exactly m occurrences in every period, none before the
+// first.
+func (s *allocSeq) score(anchor, n int) float64 {
+	seen := make([]int, len(s.count))
+	bad := make([]bool, len(s.count))
+	period := -1
+	for _, site := range s.site {
+		if int(site) == anchor {
+			period++
+		}
+		c := s.count[site]
+		if c%n != 0 {
+			continue
+		}
+		if seen[site]/(c/n) != period {
+			bad[site] = true
+		}
+		seen[site]++
+	}
+	repeating, fit := 0, 0
+	for site, c := range s.count {
+		if c < 2 {
+			continue
+		}
+		repeating += c
+		if c%n == 0 && !bad[site] {
+			fit += c
+		}
+	}
+	return float64(fit) / float64(repeating)
+}

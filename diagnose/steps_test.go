@@ -1,0 +1,241 @@
+package diagnose
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// scriptTrace builds a one-device snapshot event by event. Events are 10
+// µs apart; an annotation takes the time between two events, so a range
+// opened before an event and closed after it contains it.
+type scriptTrace struct {
+	sn     *snapshot.Snapshot
+	events []snapshot.Event
+	now    int64
+	md     snapshot.StringID
+	next   uint64 // next free address: blocks are never reused
+}
+
+func newScriptTrace() *scriptTrace {
+	return &scriptTrace{sn: snapshot.New(), now: 1_000_000, next: 0x7f0000000000}
+}
+
+// alloc allocates size bytes from function fn (one user frame at line 1 of
+// train.py) and returns the block's address.
+func (s *scriptTrace) alloc(fn string, size uint64) uint64 {
+	addr := s.next
+	s.next += replay.RoundSize(size)
+	fr := s.sn.InternFrame(snapshot.Frame{Name: fn, Filename: "/home/u/train.py", Line: 1})
+	s.push(snapshot.Event{Action: snapshot.ActionAlloc, Addr: addr, Size: size, Stack: s.sn.InternStack([]snapshot.FrameID{fr})})
+	return addr
+}
+
+func (s *scriptTrace) free(addr, size uint64) {
+	s.push(snapshot.Event{Action: snapshot.ActionFreeRequested, Addr: addr, Size: size})
+	s.push(snapshot.Event{Action: snapshot.ActionFreeCompleted, Addr: addr, Size: size})
+}
+
+// metadata sets the user_metadata of the events that follow.
+func (s *scriptTrace) metadata(md string) { s.md = s.sn.InternString(md) }
+
+func (s *scriptTrace) annotate(stage, name string) {
+	s.sn.Annotations = append(s.sn.Annotations, snapshot.Annotation{Name: name, Stage: stage, TimeUS: s.now + 5})
+}
+
+func (s *scriptTrace) push(e snapshot.Event) {
+	s.now += 10
+	e.TimeUS, e.UserMetadata = s.now, s.md
+	s.events = append(s.events, e)
+}
+
+func (s *scriptTrace) build() *snapshot.Snapshot {
+	s.sn.Traces = []snapshot.Trace{snapshot.NewTrace(s.events)}
+	return s.sn
+}
+
+// iteration allocates and frees a transient activation, with keep bytes
+// (0 for none) allocated in between that stay allocated: 3 events, or 4.
+func (s *scriptTrace) iteration(keep uint64) {
+	a := s.alloc("forward", 4096)
+	if keep > 0 {
+		s.alloc("cache_result", keep)
+	}
+	s.free(a, 4096)
+}
+
+func testFilter(t *testing.T) *callsite.Filter {
+	t.Helper()
+	f, err := callsite.NewFilter("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// stepsString renders steps as "label[first,end)" joined by spaces.
+func stepsString(steps []Step) string {
+	var b []string
+	for _, s := range steps {
+		b = append(b, fmt.Sprintf("%s[%d,%d)", s.Label, s.First, s.End))
+	}
+	return strings.Join(b, " ")
+}
+
+func TestDetectSteps(t *testing.T) {
+	tests := []struct {
+		name   string
+		script func(s *scriptTrace)
+		source StepSource
+		marker string
+		steps  string // stepsString
+		reason string // substring of Reason
+	}{{
+		name: "user metadata, JSON and key=value, with untagged events",
+		script: func(s *scriptTrace) {
+			s.alloc("load", 512)
+			for n := 1; n <= 3; n++ {
+				s.metadata(fmt.Sprintf("phase=train;step=%d", n))
+				if n == 3 {
+					s.metadata(`{"phase": "train", "step": 3}`)
+				}
+				s.iteration(0)
+			}
+		},
+		source: SourceUserMetadata, marker: "step",
+		steps: "step=1[1,4) step=2[4,7) step=3[7,10)",
+	}, {
+		name: "metadata wins over annotations; substep does not count",
+		script: func(s *scriptTrace) {
+			s.annotate("START", "train_step#1")
+			s.metadata("substep=4;iter=1")
+			s.iteration(0)
+			s.annotate("END", "train_step#1")
+		},
+		source: SourceUserMetadata, marker: "iter", steps: "iter=1[0,3)",
+	}, {
+		name: "numbered record_function ranges leave the gaps between steps out",
+		script: func(s *scriptTrace) {
+			s.alloc("load", 512)
+			for n := 1; n <= 3; n++ {
+				s.annotate("START", fmt.Sprintf("train_step#%d", n))
+				s.iteration(0)
+				s.annotate("END", fmt.Sprintf("train_step#%d", n))
+				s.alloc("log", 512)
+			}
+		},
+		source: SourceAnnotation, marker: "train_step#N",
+		steps: "train_step#1[1,4) train_step#2[5,8) train_step#3[9,12)",
+	}, {
+		name: "the outer family wins over a nested one; compiled regions never count",
+		script: func(s *scriptTrace) {
+			for n := 1; n <= 2; n++ {
+				s.annotate("START", fmt.Sprintf("step#%d", n))
+				for m := 1; m <= 2; m++ {
+					s.annotate("START", fmt.Sprintf("microbatch#%d", 2*n+m))
+					s.annotate("START", "Torch-Compiled Region: 0/1")
+					s.iteration(0)
+					s.annotate("END", "Torch-Compiled Region: 0/1")
+					s.annotate("END", fmt.Sprintf("microbatch#%d", 2*n+m))
+				}
+				s.annotate("END", fmt.Sprintf("step#%d", n))
+			}
+		},
+		source: SourceAnnotation, marker: "step#N",
+		steps: "step#1[0,6) step#2[6,12)",
+	}, {
+		name: "ProfilerStep wins over a larger user family",
+		script: func(s *scriptTrace) {
+			s.annotate("START", "epoch#1")
+			for n := 1; n <= 2; n++ {
+				s.annotate("START", fmt.Sprintf("ProfilerStep#%d", n))
+				s.iteration(0)
+				s.annotate("END", fmt.Sprintf("ProfilerStep#%d", n))
+				s.alloc("eval", 512)
+			}
+			s.annotate("END", "epoch#1")
+			s.annotate("START", "epoch#2")
+			s.alloc("eval", 512)
+			s.annotate("END", "epoch#2")
+		},
+		source: SourceAnnotation, marker: "ProfilerStep#N",
+		steps: "ProfilerStep#1[0,3) ProfilerStep#2[4,7)",
+	}, {
+		name: "Optimizer.step ends each step; a lost START is reported",
+		script: func(s *scriptTrace) {
+			s.annotate("END", "## forward ##")
+			for n := 1; n <= 3; n++ {
+				s.iteration(0)
+				s.annotate("START", "Optimizer.step#Adam.step")
+				s.alloc("adam_state", 512)
+				s.annotate("END", "Optimizer.step#Adam.step")
+			}
+			s.alloc("teardown", 512)
+		},
+		source: SourceAnnotation, marker: "Optimizer.step#Adam.step",
+		steps:  "Optimizer.step#Adam.step (1)[0,4) Optimizer.step#Adam.step (2)[4,8) Optimizer.step#Adam.step (3)[8,12)",
+		reason: "1 START or END annotations had no partner",
+	}, {
+		name: "periodicity: setup, then a loop opened by the same site",
+		script: func(s *scriptTrace) {
+			s.alloc("load_weights", 1<<20)
+			s.alloc("load_weights", 1<<20)
+			for range 4 {
+				s.iteration(0)
+			}
+		},
+		source: SourcePeriodicity, marker: "forward (/home/u/train.py:1)",
+		steps: "period 1[2,5) period 2[5,8) period 3[8,11) period 4[11,14)",
+	}, {
+		name: "no loop at all",
+		script: func(s *scriptTrace) {
+			for _, fn := range []string{"a", "b", "c", "d"} {
+				s.alloc(fn, 512)
+			}
+		},
+		steps:  "",
+		reason: "no step markers",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScriptTrace()
+			tt.script(s)
+			sn := s.build()
+			tl, err := replay.Device(sn, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := DetectSteps(sn, tl, testFilter(t))
+			if got.Source != tt.source || got.Marker != tt.marker {
+				t.Errorf("source, marker = %q, %q; want %q, %q (reason: %s)", got.Source, got.Marker, tt.source, tt.marker, got.Reason)
+			}
+			if s := stepsString(got.Steps); s != tt.steps {
+				t.Errorf("steps:\n got %s\nwant %s", s, tt.steps)
+			}
+			if !strings.Contains(got.Reason, tt.reason) {
+				t.Errorf("reason %q does not contain %q", got.Reason, tt.reason)
+			}
+			for _, st := range got.Steps {
+				if st.Source != tt.source {
+					t.Errorf("step %s has source %q", st.Label, st.Source)
+				}
+			}
+		})
+	}
+}
+
+func TestDetectStepsEmptyTrace(t *testing.T) {
+	sn := snapshot.New()
+	tl, err := replay.Device(sn, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := DetectSteps(sn, tl, testFilter(t))
+	if len(got.Steps) != 0 || got.Steps == nil || !strings.Contains(got.Reason, "no trace events") {
+		t.Errorf("got %+v", got)
+	}
+}
