@@ -87,7 +87,7 @@ ROWS=()
 # measure LABEL RUNS cmd...: runs it RUNS times under GNU time -v, appends a table row
 measure() {
   local label=$1 n=$2; shift 2
-  local walls=() rsss=() rc=0 i t0 t1 r
+  local walls=() rsss=() cpus=() rc=0 i t0 t1 r
   for ((i = 0; i < n; i++)); do
     t0=$(date +%s%N)
     /usr/bin/time -v -o "$OUT/time.txt" "$@" >"$OUT/cmd.out" 2>"$OUT/cmd.err"
@@ -96,14 +96,16 @@ measure() {
     [ $r -ne 0 ] && rc=$r
     walls+=("$(( (t1 - t0) / 1000000 ))")
     rsss+=("$(awk -F': ' '/Maximum resident set size/ {print $2}' "$OUT/time.txt")")
+    cpus+=("$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%d", s * 1000}' "$OUT/time.txt")")
   done
-  local wmed rmed
+  local wmed rmed cmed
+  cmed=$(printf '%s\n' "${cpus[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   wmed=$(printf '%s\n' "${walls[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   rmed=$(printf '%s\n' "${rsss[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   local row
-  row=$(awk -v l="$label" -v n="$n" -v w="$wmed" -v r="$rmed" -v b="$BYTES" -v rc="$rc" -v all="${walls[*]}" 'BEGIN {
+  row=$(awk -v l="$label" -v n="$n" -v w="$wmed" -v r="$rmed" -v b="$BYTES" -v rc="$rc" -v all="${walls[*]}" -v c="$cmed" 'BEGIN {
       s = w / 1000.0; mb = b / 1e6; rssmb = r * 1024 / 1e6
-      printf "| %s | %d | %.2f | %.0f | %.0f | %.2fx | %s | %s |", l, n, s, mb / s, rssmb, r * 1024 / b, rc, all }')
+      printf "| %s | %d | %.2f | %.0f | %.2f | %.0f | %.2fx | %s | %s |", l, n, s, mb / s, c / 1000.0, rssmb, r * 1024 / b, rc, all }')
   ROWS+=("$row")
   if [ $rc -ne 0 ]; then
     note "NOTE: '$label' exited $rc; stderr tail:"; tail -5 "$OUT/cmd.err" | sed 's/^/    /'
@@ -137,7 +139,7 @@ for c in "$@"; do
     done
     measure "$c" "$RUNS" "${argv[@]}"
   else
-    ROWS+=("| $c | 0 | pending (not built) | | | | | |")
+    ROWS+=("| $c | 0 | pending (not built) | | | | | | |")
   fi
 done
 
@@ -149,10 +151,11 @@ note "## Results: $(date -u +%Y-%m-%dT%H:%MZ)"
 note ""
 note "File: \`${FILE#"$ROOT"/}\`, $BYTES bytes ($(awk -v b="$BYTES" 'BEGIN {printf "%.1f", b/1e6}') MB), seed \`$SEED\`, stacks=$STACKS"
 note ""
-note "| command | runs | wall s (median) | MB/s | peak RSS MB (median) | RSS/file | exit | wall ms, all runs |"
-note "|---|---:|---:|---:|---:|---:|---|---|"
+note "| command | runs | wall s (median) | MB/s | CPU s (user+sys, median) | peak RSS MB (median) | RSS/file | exit | wall ms, all runs |"
+note "|---|---:|---:|---:|---:|---:|---:|---|---|"
 printf '%s\n' "${ROWS[@]}"
 note ""
+note "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (anything near or above nproc means other work shared the CPUs: compare the CPU s column, and rerun when the machine is quiet)"
 note "Machine: nproc=$(nproc), CPU: $model, RAM: ${mem} GB total (free -g), $(go version 2>/dev/null || echo 'go: not found'), $($PYTHON --version 2>&1), kernel $(uname -r)"
 note ""
 note "Report saved as ${REPORT#"$ROOT"/}"
