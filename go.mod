@@ -3,6 +3,7 @@ module github.com/vramscope/vramscope
 go 1.26
 
 require (
+	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
 	github.com/klauspost/compress v1.20.3
 	github.com/nlpodyssey/gopickle v0.2.0
 	github.com/schollz/progressbar/v3 v3.19.1

@@ -105,6 +105,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	root.AddCommand(newExplainCommand(stdout, stderr))
 	root.AddCommand(newOOMCommand(stdout))
 	root.AddCommand(newAnalyzeCommand(stdout, stderr))
+	root.AddCommand(newExportCommand(stderr))
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/vramscope/vramscope/export/perfetto"
+	"github.com/vramscope/vramscope/export/pprofout"
+	"github.com/vramscope/vramscope/inputs"
+	"github.com/vramscope/vramscope/internal/units"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// exportFlags are the export command's options.
+type exportFlags struct {
+	pprof, perfetto string
+	at              string
+	device          int
+	largest, points int
+	annotations     int
+}
+
+// allDevices is --device's default.
+const allDevices = -1
+
+func newExportCommand(stderr io.Writer) *cobra.Command {
+	var f exportFlags
+	cmd := &cobra.Command{
+		Use:   "export FILE... [--pprof OUT.pb.gz [--at end|peak]] [--perfetto OUT.json] [--device N]",
+		Short: "Write live memory by stack as a pprof profile, or memory over time as a Perfetto trace",
+		Long: `Export writes snapshots in formats that existing viewers open.
+
+--pprof writes the blocks live at one moment as a gzipped pprof heap profile:
+inuse_space and inuse_objects by stack, with labels device, stream, state
+(allocated or pending_free), pool and user_metadata, and numeric labels bytes
+and requested. --at end takes the snapshot's own active blocks (the total is
+what torch.cuda.memory_stats() reported as active bytes at the dump); --at
+peak takes each device's replayed allocated peak. Pending frees are included
+because they still hold memory; -tagfocus state=allocated drops them. It needs
+exactly one FILE: to compare two snapshots, export each and use -diff_base.
+
+  go tool pprof -top OUT.pb.gz
+  go tool pprof -http=: -diff_base step2.pb.gz step4.pb.gz
+
+--perfetto writes Chrome trace-event JSON for ui.perfetto.dev: per device,
+counter tracks of allocated, active and reserved bytes, instants for OOMs,
+snapshot() calls and unpaired annotations, the --annotations longest
+record_function ranges, and the --largest largest allocations as slices with
+their size and stack. Several
+FILEs become separate processes on one clock (ranks of a job, or steps).
+
+--device N keeps only device N (cuda:N) of each file.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return export(cmd.Context(), stderr, args, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.pprof, "pprof", "", "write a gzipped pprof profile of live bytes by stack to `OUT.pb.gz`")
+	fl.StringVar(&f.at, "at", "end", "pprof moment: end (the dump) or peak (each device's allocated peak)")
+	fl.StringVar(&f.perfetto, "perfetto", "", "write a Chrome/Perfetto JSON trace to `OUT.json`")
+	fl.IntVar(&f.device, "device", allDevices, "export only device `N` (default: all)")
+	fl.IntVar(&f.largest, "largest", 200, "perfetto: slices for the `N` largest allocations per device")
+	fl.IntVar(&f.points, "points", perfetto.DefaultPoints, "perfetto: at most `N` points per counter series")
+	fl.IntVar(&f.annotations, "annotations", perfetto.DefaultAnnotations, "perfetto: keep the `N` longest annotation ranges per device")
+	return cmd
+}
+
+// loaded is one input, decoded and replayed.
+type loaded struct {
+	in        inputs.Input
+	sn        *snapshot.Snapshot
+	timelines []*replay.Timeline
+}
+
+// export checks the flags, loads every input (stopping at the first that
+// cannot be read, so no partial output is written) and writes each output.
+func export(ctx context.Context, stderr io.Writer, args []string, f exportFlags) error {
+	if f.pprof == "" && f.perfetto == "" {
+		return errors.New("export: nothing to write: give --pprof, --perfetto or both")
+	}
+	at, err := pprofout.ParseMoment(f.at)
+	if err != nil {
+		return fmt.Errorf("export --at: %w", err)
+	}
+	ins, skipped, err := inputs.Expand(args)
+	if err != nil {
+		return &inputError{msg: err.Error()}
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", plural(len(skipped), "non-snapshot file"), skipped[0])
+	}
+	if f.pprof != "" && len(ins) != 1 {
+		return fmt.Errorf("export --pprof: needs exactly one snapshot, got %d; export each and compare with go tool pprof -diff_base", len(ins))
+	}
+
+	var all []loaded
+	for _, in := range ins {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		l, err := loadReplayed(in, stderr, f.device)
+		if err != nil {
+			return &inputError{msg: fmt.Sprintf("%s: %v", in, err)}
+		}
+		all = append(all, l)
+	}
+	if f.device != allDevices && !slices.ContainsFunc(all, func(l loaded) bool { return len(l.timelines) > 0 }) {
+		return &inputError{msg: fmt.Sprintf("no input has device %d", f.device)}
+	}
+
+	if f.pprof != "" {
+		if err := writePprof(stderr, f.pprof, all[0], at); err != nil {
+			return err
+		}
+	}
+	if f.perfetto != "" {
+		if err := writePerfetto(stderr, f.perfetto, all, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadReplayed loads and replays one input, keeping only device dev
+// unless it is allDevices.
+func loadReplayed(in inputs.Input, stderr io.Writer, dev int) (loaded, error) {
+	sn, err := load(in, stderr)
+	if err != nil {
+		return loaded{}, err
+	}
+	tls, err := replay.Devices(sn)
+	if err != nil {
+		return loaded{}, err
+	}
+	if dev != allDevices {
+		tls = slices.DeleteFunc(tls, func(t *replay.Timeline) bool { return t.Device != dev })
+		if len(tls) == 0 {
+			fmt.Fprintf(stderr, "vramscope: %s: no device %d (devices: %v)\n", in, dev, sn.Devices())
+		}
+	}
+	return loaded{in: in, sn: sn, timelines: tls}, nil
+}
+
+func writePprof(stderr io.Writer, path string, l loaded, at pprofout.Moment) error {
+	blocks, timeUS := pprofout.Live(l.sn, l.timelines, at)
+	meta := pprofout.Meta{TimeUS: timeUS, Comments: []string{"vramscope export: " + l.in.String() + " at " + at.String()}}
+	var st pprofout.Stats
+	err := writeFile(path, func(w io.Writer) (err error) {
+		st, err = pprofout.Write(w, l.sn, blocks, meta)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "vramscope: wrote %s: %s in %s (%s) at %s\n",
+		path, units.Bytes(st.Bytes), plural(st.Blocks, "block"), plural(st.Samples, "sample"), at)
+	return nil
+}
+
+func writePerfetto(stderr io.Writer, path string, all []loaded, f exportFlags) error {
+	procs := make([]perfetto.Process, len(all))
+	for i, l := range all {
+		procs[i] = perfetto.Process{Name: processName(l.in), Snapshot: l.sn, Timelines: l.timelines}
+	}
+	var st perfetto.Stats
+	err := writeFile(path, func(w io.Writer) (err error) {
+		st, err = perfetto.Write(w, procs, perfetto.Options{Points: f.points, Largest: f.largest, Annotations: f.annotations})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "vramscope: wrote %s: %s for %s\n", path, plural(st.Events, "trace event"), plural(len(procs), "snapshot"))
+	if st.DroppedAnnotations > 0 {
+		fmt.Fprintf(stderr, "vramscope: left out the %s (--annotations %d per device)\n",
+			plural(st.DroppedAnnotations, "shortest annotation range"), f.annotations)
+	}
+	return nil
+}
+
+// processName labels a trace process: the path, and the rank and pid its
+// name carries, which are what a person looks for among many.
+func processName(in inputs.Input) string {
+	var ids []string
+	if in.HasRank {
+		ids = append(ids, fmt.Sprintf("rank %d", in.Rank))
+	}
+	if in.HasPID {
+		ids = append(ids, fmt.Sprintf("pid %d", in.PID))
+	}
+	if len(ids) == 0 {
+		return in.String()
+	}
+	return fmt.Sprintf("%s (%s)", in, strings.Join(ids, ", "))
+}
+
+// writeFile creates path and writes it with write; on failure the partial
+// file is removed, so a viewer never opens half a profile.
+func writeFile(path string, write func(io.Writer) error) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	err = write(out)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("export: %s: %w", path, err)
+	}
+	return nil
+}
