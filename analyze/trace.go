@@ -9,7 +9,8 @@ import (
 )
 
 // traceFindings runs the single-trace analyses of package diagnose (peak,
-// fragmentation, OOM) on every device of one snapshot.
+// fragmentation, OOM, and leaks between the steps inside the trace) on
+// every device of one snapshot.
 func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline) ([]diagnose.Finding, []string) {
 	out := []diagnose.Finding{}
 	var notes []string
@@ -23,6 +24,8 @@ func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline) 
 			continue
 		}
 		out = append(out, r.Findings...)
+		steps := diagnose.DetectSteps(sn, tl, a.filter)
+		out = append(out, diagnose.Leak(sn, tl, steps, a.filter).Findings()...)
 	}
 	return out, notes
 }
