@@ -219,16 +219,16 @@ func FragFinding(peak *PeakReport, end *FragReport, others ...*FragReport) []Fin
 		Bytes:  end.Unallocated(),
 		Device: end.Device,
 		Evidence: map[string]any{
-			"reserved_bytes":      end.Reserved,
-			"allocated_bytes":     end.Allocated,
-			"free_segment_bytes":  end.FreeSegments,
-			"trapped_bytes":       end.Trapped,
-			"pending_free_bytes":  end.PendingFree,
-			"private_pool_bytes":  end.PrivatePools,
-			"rounding_waste":      end.RoundingWaste,
-			"peak_reserved_bytes": peak.Reserved.Bytes,
-			"peak_allocated":      peak.Allocated.Bytes,
-			"event":               end.Index,
+			"reserved_bytes":       end.Reserved,
+			"allocated_bytes":      end.Allocated,
+			"free_segment_bytes":   end.FreeSegments,
+			"trapped_bytes":        end.Trapped,
+			"pending_free_bytes":   end.PendingFree,
+			"private_pool_bytes":   end.PrivatePools,
+			"rounding_waste_bytes": end.RoundingWaste,
+			"peak_reserved_bytes":  peak.Reserved.Bytes,
+			"peak_allocated_bytes": peak.Allocated.Bytes,
+			"event":                end.Index,
 		},
 	}
 	advice := slices.Clone(end.Advice)
@@ -244,7 +244,7 @@ func FragFinding(peak *PeakReport, end *FragReport, others ...*FragReport) []Fin
 		}
 		g := o.Pinned[0].Pinners[0]
 		blame = append(blame, g)
-		fd.Evidence["trapped_at_"+strings.ReplaceAll(o.When, " ", "_")] = o.Trapped
+		fd.Evidence["trapped_at_"+strings.ReplaceAll(o.When, " ", "_")+"_bytes"] = o.Trapped
 		if grown {
 			advice = append(advice, fmt.Sprintf(
 				"the cache grew to %s although at most %s was allocated at once, because new segments were needed while %s sat trapped at the %s behind blocks from %s; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids that growth",

@@ -202,19 +202,19 @@ func (r *OOMReport) Findings() []Finding {
 		Bytes:    int64(r.Rounded),
 		Device:   r.Device,
 		Evidence: map[string]any{
-			"event":            r.Index,
-			"request_bytes":    r.Rounded,
-			"segment_bytes":    r.SegmentSize,
-			"device_free":      r.DeviceFree,
-			"allocated_bytes":  r.Frag.Allocated,
-			"reserved_bytes":   r.Frag.Reserved,
-			"trapped_bytes":    r.Frag.Unallocated(),
-			"fraction_limited": r.FractionLimited,
+			"event":             r.Index,
+			"request_bytes":     r.Rounded,
+			"segment_bytes":     r.SegmentSize,
+			"device_free_bytes": r.DeviceFree,
+			"allocated_bytes":   r.Frag.Allocated,
+			"reserved_bytes":    r.Frag.Reserved,
+			"trapped_bytes":     r.Frag.Unallocated(),
+			"fraction_limited":  r.FractionLimited,
 		},
 		Fix: r.Explanation(),
 	}
 	if c, ok := r.bestCandidate(); ok {
-		fd.Evidence["largest_free_block"] = c.Largest
+		fd.Evidence["largest_free_block_bytes"] = c.Largest
 		fd.Evidence["largest_free_block_why"] = c.Why
 	}
 	siteFinding(&fd, r.Site, r.Stack)
