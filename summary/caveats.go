@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vramscope/vramscope/internal/units"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
@@ -163,10 +164,10 @@ func deviceCaveats(sn *snapshot.Snapshot, dev int, trace snapshot.Trace) []Cavea
 		if lostAllocs > 0 || orphanFrees > 0 {
 			var evidence []string
 			if lostAllocs > 0 {
-				evidence = append(evidence, fmt.Sprintf("%s have a stack but no alloc event", plural(lostAllocs, "live block")))
+				evidence = append(evidence, fmt.Sprintf("%s have a stack but no alloc event", units.Plural(lostAllocs, "live block")))
 			}
 			if orphanFrees > 0 {
-				evidence = append(evidence, fmt.Sprintf("%s follow no free_requested", plural(orphanFrees, "free_completed event")))
+				evidence = append(evidence, fmt.Sprintf("%s follow no free_requested", units.Plural(orphanFrees, "free_completed event")))
 			}
 			out = append(out, Caveat{Kind: RingWrapped, Count: lostAllocs + orphanFrees, Message: fmt.Sprintf(
 				"the trace ring buffer probably wrapped (or history was cleared and restarted), so the oldest events are lost: %s; raise max_entries to keep them",
@@ -179,19 +180,11 @@ func deviceCaveats(sn *snapshot.Snapshot, dev int, trace snapshot.Trace) []Cavea
 			}
 			out = append(out, Caveat{Kind: PreRecording, Count: preBlocks, Bytes: preBytes, Message: fmt.Sprintf(
 				"%s %s neither an alloc event nor a stack: allocated before recording started (or before the oldest retained event), so the origin is unknown",
-				plural(preBlocks, "live block"), verb)})
+				units.Plural(preBlocks, "live block"), verb)})
 		}
 		if timed == 0 {
 			out = append(out, Caveat{Kind: NoTimestamps, Message: "events carry no timestamps (torch < 2.2): no time span or rates"})
 		}
 	}
 	return out
-}
-
-// plural formats "1 block", "2 blocks".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

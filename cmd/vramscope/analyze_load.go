@@ -13,6 +13,7 @@ import (
 
 	"github.com/vramscope/vramscope/analyze"
 	"github.com/vramscope/vramscope/inputs"
+	"github.com/vramscope/vramscope/internal/units"
 	"github.com/vramscope/vramscope/memlog"
 )
 
@@ -82,7 +83,7 @@ func loadAll(ctx context.Context, stderr io.Writer, args []string, a *analyze.An
 		}
 	}
 	if len(ignored) > 0 {
-		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", plural(len(ignored), "file"), ignored[0])
+		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(ignored), "file"), ignored[0])
 	}
 
 	jobs := make(chan inputs.Input)

@@ -10,6 +10,7 @@ import (
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/inputs"
+	"github.com/vramscope/vramscope/internal/units"
 	"github.com/vramscope/vramscope/replay"
 )
 
@@ -78,7 +79,7 @@ func explain(ctx context.Context, stdout, stderr io.Writer, args []string, f *ca
 		return &inputError{msg: err.Error()}
 	}
 	if len(skipped) > 0 {
-		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", plural(len(skipped), "non-snapshot file"), skipped[0])
+		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(skipped), "non-snapshot file"), skipped[0])
 	}
 	all := []explainedFile{}
 	failed := 0

@@ -85,7 +85,7 @@ func writePeak(b *strings.Builder, r *diagnose.PeakReport) {
 func writeGroups(b *strings.Builder, gs []diagnose.SiteGroup) {
 	for i, g := range gs {
 		if i == maxRows {
-			fmt.Fprintf(b, "      ... %s more\n", plural(len(gs)-maxRows, "callsite"))
+			fmt.Fprintf(b, "      ... %s more\n", units.Plural(len(gs)-maxRows, "callsite"))
 			break
 		}
 		fmt.Fprintf(b, "      %11s  %4d  %s\n", bytesOf(g.Bytes), g.Count, g.Site)
@@ -96,8 +96,8 @@ func writeFrag(b *strings.Builder, r *diagnose.FragReport) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("    at the %s (%s): %s reserved, %s allocated, %s not allocated\n",
 		r.When, eventName(r.Index), bytesOf(r.Reserved), bytesOf(r.Allocated), bytesOf(r.Unallocated()))
-	p("      %-20s%11s  in %s; empty_cache() returns it\n", "fully free", bytesOf(r.FreeSegments), plural(r.FreeSegmentsCount, "segment"))
-	p("      %-20s%11s  in %s still in use\n", "trapped", bytesOf(r.Trapped), plural(r.TrappedCount, "segment"))
+	p("      %-20s%11s  in %s; empty_cache() returns it\n", "fully free", bytesOf(r.FreeSegments), units.Plural(r.FreeSegmentsCount, "segment"))
+	p("      %-20s%11s  in %s still in use\n", "trapped", bytesOf(r.Trapped), units.Plural(r.TrappedCount, "segment"))
 	if r.PendingFree > 0 {
 		p("      %-20s%11s  waiting on other streams\n", "pending free", bytesOf(r.PendingFree))
 	}
@@ -107,14 +107,14 @@ func writeFrag(b *strings.Builder, r *diagnose.FragReport) {
 	p("      %-20s%11s  inside allocated blocks\n", "rounding waste", bytesOf(r.RoundingWaste))
 	for _, c := range r.Largest {
 		p("      largest free block %s (of %s in %s) on stream %d, pool %v, %s\n",
-			formatBytes(c.Largest), formatBytes(c.Free), plural(c.Blocks, "block"), c.Stream, c.Pool, c.Type)
+			formatBytes(c.Largest), formatBytes(c.Free), units.Plural(c.Blocks, "block"), c.Stream, c.Pool, c.Type)
 	}
 	for i, s := range r.Pinned {
 		if i == maxRows {
 			break
 		}
 		p("      segment %#x (%s): %s free in %s, largest %s; pinned by\n",
-			s.Address, formatBytes(s.Size), formatBytes(s.Free), plural(s.Holes, "hole"), formatBytes(s.LargestHole))
+			s.Address, formatBytes(s.Size), formatBytes(s.Free), units.Plural(s.Holes, "hole"), formatBytes(s.LargestHole))
 		for j, g := range s.Pinners {
 			if j == 2 {
 				break

@@ -95,7 +95,7 @@ func export(ctx context.Context, stderr io.Writer, args []string, f exportFlags)
 		return &inputError{msg: err.Error()}
 	}
 	if len(skipped) > 0 {
-		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", plural(len(skipped), "non-snapshot file"), skipped[0])
+		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(skipped), "non-snapshot file"), skipped[0])
 	}
 	if f.pprof != "" && len(ins) != 1 {
 		return fmt.Errorf("export --pprof: needs exactly one snapshot, got %d; export each and compare with go tool pprof -diff_base", len(ins))
@@ -161,7 +161,7 @@ func writePprof(stderr io.Writer, path string, l loaded, at pprofout.Moment) err
 		return err
 	}
 	fmt.Fprintf(stderr, "vramscope: wrote %s: %s in %s (%s) at %s\n",
-		path, units.Bytes(st.Bytes), plural(st.Blocks, "block"), plural(st.Samples, "sample"), at)
+		path, units.Bytes(st.Bytes), units.Plural(st.Blocks, "block"), units.Plural(st.Samples, "sample"), at)
 	return nil
 }
 
@@ -178,10 +178,10 @@ func writePerfetto(stderr io.Writer, path string, all []loaded, f exportFlags) e
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "vramscope: wrote %s: %s for %s\n", path, plural(st.Events, "trace event"), plural(len(procs), "snapshot"))
+	fmt.Fprintf(stderr, "vramscope: wrote %s: %s for %s\n", path, units.Plural(st.Events, "trace event"), units.Plural(len(procs), "snapshot"))
 	if st.DroppedAnnotations > 0 {
 		fmt.Fprintf(stderr, "vramscope: left out the %s (--annotations %d per device)\n",
-			plural(st.DroppedAnnotations, "shortest annotation range"), f.annotations)
+			units.Plural(st.DroppedAnnotations, "shortest annotation range"), f.annotations)
 	}
 	return nil
 }

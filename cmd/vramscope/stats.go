@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/vramscope/vramscope/inputs"
+	"github.com/vramscope/vramscope/internal/units"
 	"github.com/vramscope/vramscope/snapshot"
 	"github.com/vramscope/vramscope/summary"
 )
@@ -83,7 +84,7 @@ func stats(ctx context.Context, stdout, stderr io.Writer, args []string, asJSON 
 		return &inputError{msg: err.Error()}
 	}
 	if len(skipped) > 0 {
-		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", plural(len(skipped), "non-snapshot file"), skipped[0])
+		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(skipped), "non-snapshot file"), skipped[0])
 	}
 
 	all := []fileStats{}

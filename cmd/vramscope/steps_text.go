@@ -8,6 +8,7 @@ import (
 
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/inputs"
+	"github.com/vramscope/vramscope/internal/units"
 )
 
 const (
@@ -34,7 +35,7 @@ func writeSteps(w io.Writer, sf stepsFile) error {
 		if len(r.Steps.Steps) == 0 {
 			fmt.Fprintf(&b, "\ndevice %d: no steps\n  %s\n", d.Device, r.Steps.Reason)
 		} else {
-			fmt.Fprintf(&b, "\ndevice %d: %s from %s %s\n  %s\n", d.Device, plural(len(r.Steps.Steps), "step"), r.Steps.Source, r.Steps.Marker, r.Steps.Reason)
+			fmt.Fprintf(&b, "\ndevice %d: %s from %s %s\n  %s\n", d.Device, units.Plural(len(r.Steps.Steps), "step"), r.Steps.Source, r.Steps.Marker, r.Steps.Reason)
 		}
 		for _, c := range d.Caveats {
 			fmt.Fprintf(&b, "  caveat: %s\n", c)

@@ -35,12 +35,12 @@ func writeText(w io.Writer, fs fileStats) error {
 	}
 	for _, d := range fs.Devices {
 		p("\ndevice %d\n", d.Device)
-		row("reserved", d.ReservedBytes, "in %s, %d fully free", plural(d.Segments, "segment"), d.FreeSegments)
-		row("allocated", d.AllocatedBytes, "in %s", plural(d.AllocatedBlocks, "block"))
-		row("active", d.ActiveBytes, "allocated + %s pending free in %s", formatBytes(d.ActiveBytes-d.AllocatedBytes), plural(d.PendingFreeBlocks, "block"))
+		row("reserved", d.ReservedBytes, "in %s, %d fully free", units.Plural(d.Segments, "segment"), d.FreeSegments)
+		row("allocated", d.AllocatedBytes, "in %s", units.Plural(d.AllocatedBlocks, "block"))
+		row("active", d.ActiveBytes, "allocated + %s pending free in %s", formatBytes(d.ActiveBytes-d.AllocatedBytes), units.Plural(d.PendingFreeBlocks, "block"))
 		row("requested", d.RequestedBytes, "asked for by the callers of active blocks")
 		row("internal waste", d.InternalWasteBytes, "rounding inside allocated blocks")
-		row("free", d.FreeBytes(), "in %s", plural(d.FreeBlocks, "block"))
+		row("free", d.FreeBytes(), "in %s", units.Plural(d.FreeBlocks, "block"))
 		row("  in used segments", d.FreeInUsedSegmentsBytes, "empty_cache() cannot release it")
 		row("  in free segments", d.FreeSegmentBytes, "empty_cache() can release it")
 		row("largest free block", d.LargestFreeBlockBytes, "")
@@ -134,14 +134,6 @@ func eventsText(c summary.EventCounts) string {
 		}
 	}
 	return strings.Join(parts, ", ")
-}
-
-// plural formats "1 block", "2 blocks".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // streamText prints the default stream as 0 and others, which are
