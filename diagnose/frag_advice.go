@@ -24,12 +24,18 @@ func fragAdvice(r *FragReport, settings *snapshot.AllocatorSettings) []string {
 			units.Bytes(r.FreeSegments)))
 	}
 	if significant(r.Trapped, r.Reserved) && r.Trapped >= r.FreeSegments {
-		where := "segments"
+		where := units.Plural(r.TrappedCount, "partly used segment")
 		if len(r.Pinned) > 0 && len(r.Pinned[0].Pinners) > 0 {
-			where = fmt.Sprintf("segments; the worst (%s free in %d holes) is pinned by %s",
-				units.Bytes(r.Pinned[0].Free), r.Pinned[0].Holes, siteName(r.Pinned[0].Pinners[0].Site))
+			worst := fmt.Sprintf("%s free in %s", units.Bytes(r.Pinned[0].Free), units.Plural(r.Pinned[0].Holes, "hole"))
+			by := siteName(r.Pinned[0].Pinners[0].Site)
+			// With one segment there is no "worst" to single out.
+			if r.TrappedCount == 1 {
+				where += fmt.Sprintf(" (%s), pinned by %s", worst, by)
+			} else {
+				where += fmt.Sprintf("; the worst (%s) is pinned by %s", worst, by)
+			}
 		}
-		msg := fmt.Sprintf("%s is free but trapped in %d partly used %s; empty_cache() cannot return it", units.Bytes(r.Trapped), r.TrappedCount, where)
+		msg := fmt.Sprintf("%s is free but trapped in %s; empty_cache() cannot return it", units.Bytes(r.Trapped), where)
 		if expandable {
 			msg += "; with expandable_segments already on, these are slivers of partly used pages: allocate long-lived tensors before the transient ones, or together, so they do not interleave"
 		} else {

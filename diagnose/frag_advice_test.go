@@ -1,0 +1,29 @@
+package diagnose
+
+import (
+	"testing"
+
+	"github.com/vramscope/vramscope/internal/units"
+)
+
+// TestFragAdviceTrappedWording checks the counted nouns of the trapped
+// sentence: one segment has no "worst", and neither count says "1 segments".
+func TestFragAdviceTrappedWording(t *testing.T) {
+	const trapped = int64(512 * units.MiB)
+	tests := []struct {
+		segments, holes int
+		want            string
+	}{
+		{1, 1, "trapped in 1 partly used segment (512.00 MiB free in 1 hole), pinned by "},
+		{5, 8, "trapped in 5 partly used segments; the worst (512.00 MiB free in 8 holes) is pinned by "},
+	}
+	for _, test := range tests {
+		r := &FragReport{
+			Reserved: 2 * trapped, Trapped: trapped, TrappedCount: test.segments,
+			Pinned: []PinnedSegment{{Free: uint64(trapped), Holes: test.holes, Pinners: []SiteGroup{{}}}},
+		}
+		if advice := fragAdvice(r, nil); !hasAdvice(advice, test.want) {
+			t.Errorf("%d segments, %d holes: advice %q, want it to contain %q", test.segments, test.holes, advice, test.want)
+		}
+	}
+}
