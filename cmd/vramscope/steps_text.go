@@ -131,14 +131,25 @@ func writeLeakFinding(b *strings.Builder, f diagnose.Finding) {
 		}
 		fmt.Fprintf(b, "    %s %s (%s:%d)\n", verb, fr.Function, fr.File, fr.Line)
 	}
-	var live []string
-	for _, n := range f.Evidence["live_bytes_per_step"].([]int64) {
-		live = append(live, bytesOf(n))
+	// Evidence is an open map: checked assertions print what is there
+	// rather than panic on a finding built with other types.
+	if perStep, ok := f.Evidence["live_bytes_per_step"].([]int64); ok {
+		live := make([]string, len(perStep))
+		for i, n := range perStep {
+			live[i] = bytesOf(n)
+		}
+		fmt.Fprintf(b, "    live before the first step and at each step's end: %s\n", strings.Join(live, ", "))
 	}
-	fmt.Fprintf(b, "    live before the first step and at each step's end: %s\n", strings.Join(live, ", "))
-	fmt.Fprintf(b, "    grew in %d of %d steps after the first, spread %.2f; %s requested per step, %s allocated at the end\n",
-		f.Evidence["grew_steps"], f.Evidence["judged_steps"], f.Evidence["relative_spread"],
-		bytesOf(f.Evidence["requested_bytes_per_step"].(int64)), bytesOf(f.Bytes))
+	grew, okGrew := f.Evidence["grew_steps"].(int)
+	judged, okJudged := f.Evidence["judged_steps"].(int)
+	spread, okSpread := f.Evidence["relative_spread"].(float64)
+	if okGrew && okJudged && okSpread {
+		fmt.Fprintf(b, "    grew in %d of %d steps after the first, spread %.2f;", grew, judged, spread)
+	}
+	if req, ok := f.Evidence["requested_bytes_per_step"].(int64); ok {
+		fmt.Fprintf(b, " %s requested per step,", bytesOf(req))
+	}
+	fmt.Fprintf(b, " %s allocated at the end\n", bytesOf(f.Bytes))
 	fmt.Fprintf(b, "    fix: %s\n", f.Fix)
 }
 
