@@ -250,7 +250,9 @@ func (d *Decoder) resolve(v Value, target Handle, hasTarget bool) (Value, error)
 		hs.closed = true
 		hs.result = res
 		for _, id := range hs.memo {
-			d.memo.replace(id, v, res)
+			if err := d.memo.replace(id, v, res); err != nil {
+				return Value{}, err
+			}
 		}
 	}
 	res := hs.result
@@ -318,7 +320,9 @@ func (d *Decoder) memoPut(id uint64) error {
 		return errors.New("memo store with an empty stack")
 	}
 	v := d.stack[len(d.stack)-1]
-	d.memo.put(id, v)
+	if err := d.memo.put(id, v); err != nil {
+		return err
+	}
 	if v.Kind == KindRef {
 		hs := &d.handles[v.N]
 		hs.memo = append(hs.memo, id)
@@ -404,23 +408,24 @@ func (d *Decoder) fast() error {
 				goto out
 			}
 			u := m.chunks[id>>memoChunkBits][id&(memoChunkLen-1)]
-			k := Kind(u >> payloadBits)
-			if k == KindRef || u>>payloadBits == kindWide {
+			pk := u >> payloadBits
+			if pk == uint32(KindRef) || pk == packedWide {
 				goto out
 			}
-			stack = append(stack, Value{Kind: k, N: u & (1<<payloadBits - 1)})
+			stack = append(stack, Value{Kind: unpackedKind[pk], N: uint64(u & payloadMask)})
 			pos += n
 		case fcMemoize:
 			top := len(stack) - 1
-			if top < 0 || stack[top].Kind == KindRef || stack[top].N >= 1<<payloadBits ||
+			if top < 0 || stack[top].Kind == KindRef || stack[top].N > payloadMask ||
 				m.sparse != nil || (len(d.marks) > 0 && top < d.marks[len(d.marks)-1]) {
 				goto out
 			}
+			pk, ok := packedKind(stack[top].Kind)
 			c := m.n >> memoChunkBits
-			if c >= uint64(len(m.chunks)) || len(m.chunks[c]) == cap(m.chunks[c]) {
+			if !ok || c >= uint64(len(m.chunks)) || len(m.chunks[c]) == cap(m.chunks[c]) {
 				goto out
 			}
-			m.chunks[c] = append(m.chunks[c], uint64(stack[top].Kind)<<payloadBits|stack[top].N)
+			m.chunks[c] = append(m.chunks[c], pk<<payloadBits|uint32(stack[top].N))
 			m.n++
 			pos++
 		case fcBinInt1:
