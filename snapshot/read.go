@@ -11,7 +11,8 @@ import (
 )
 
 // Read decodes a snapshot from r, which may hold a raw pickle or a gzip or
-// zstd stream of one (detected by magic bytes, not by name).
+// zstd stream of one (detected by magic bytes, not by name). Reading and
+// decompression run a few MiB ahead of decoding, in another goroutine.
 func Read(r io.Reader) (*Snapshot, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	magic, _ := br.Peek(4)
@@ -22,14 +23,20 @@ func Read(r io.Reader) (*Snapshot, error) {
 			return nil, fmt.Errorf("opening gzip stream: %w", err)
 		}
 		defer zr.Close()
-		return Decode(zr)
+		return decodeAhead(zr)
 	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
 		if err != nil {
 			return nil, fmt.Errorf("opening zstd stream: %w", err)
 		}
 		defer zr.Close()
-		return Decode(zr)
+		return decodeAhead(zr)
 	}
-	return Decode(br)
+	return decodeAhead(br)
+}
+
+func decodeAhead(r io.Reader) (*Snapshot, error) {
+	ra := newReadAhead(r)
+	defer ra.Close()
+	return Decode(ra)
 }

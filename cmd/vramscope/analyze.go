@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -102,9 +101,7 @@ func runAnalyze(ctx context.Context, stdout, stderr io.Writer, args []string, fl
 	}
 	rep := a.Report()
 	if fl.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
+		err = writeJSON(stdout, rep)
 	} else {
 		err = writeAnalysis(stdout, rep)
 	}
@@ -113,7 +110,7 @@ func runAnalyze(ctx context.Context, stdout, stderr io.Writer, args []string, fl
 	}
 	// An unreadable input outranks the gate: the verdict is incomplete.
 	if failed > 0 {
-		return &inputError{msg: fmt.Sprintf("%d of %d inputs could not be read", failed, total)}
+		return unreadable(failed, total)
 	}
 	if reasons := gate(rep, fl); len(reasons) > 0 {
 		return &gateError{reasons: reasons}

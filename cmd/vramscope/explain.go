@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/inputs"
-	"github.com/vramscope/vramscope/internal/units"
-	"github.com/vramscope/vramscope/replay"
 )
 
 // filterFlags are the --focus/--ignore flags of the commands that blame
@@ -65,71 +61,35 @@ standard library and C++ frames are skipped. --focus and --ignore adjust that.`,
 	return cmd
 }
 
-// explainedFile is one input's findings, for --json.
+// explainedFile is one input's findings: --json prints the exported
+// fields, the text report reads the device reports.
 type explainedFile struct {
 	Path     string             `json:"path"`
 	Findings []diagnose.Finding `json:"findings"`
+	in       inputs.Input
+	reports  []*diagnose.DeviceReport
 }
 
-// explain reads every input named by args and explains each device. As in
-// stats, an unreadable input is reported and the others still are.
+// explain reads every input named by args and explains each device.
 func explain(ctx context.Context, stdout, stderr io.Writer, args []string, f *callsite.Filter, asJSON bool) error {
-	ins, skipped, err := inputs.Expand(args)
-	if err != nil {
-		return &inputError{msg: err.Error()}
-	}
-	if len(skipped) > 0 {
-		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(skipped), "non-snapshot file"), skipped[0])
-	}
-	all := []explainedFile{}
-	failed := 0
-	for n, in := range ins {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	analyse := func(in inputs.Input) (explainedFile, error) {
 		reports, err := explainInput(in, stderr, f)
 		if err != nil {
-			failed++
-			fmt.Fprintf(stderr, "vramscope: %s: %v\n", in, err)
-			continue
+			return explainedFile{}, err
 		}
-		if asJSON {
-			ef := explainedFile{Path: in.Path, Findings: []diagnose.Finding{}}
-			for _, r := range reports {
-				ef.Findings = append(ef.Findings, r.Findings...)
-			}
-			all = append(all, ef)
-			continue
+		ef := explainedFile{Path: in.Path, Findings: []diagnose.Finding{}, in: in, reports: reports}
+		for _, r := range reports {
+			ef.Findings = append(ef.Findings, r.Findings...)
 		}
-		if n > 0 {
-			fmt.Fprintln(stdout)
-		}
-		if err := writeExplanation(stdout, in, reports); err != nil {
-			return err
-		}
+		return ef, nil
 	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
-			Files []explainedFile `json:"files"`
-		}{all}); err != nil {
-			return err
-		}
-	}
-	if failed > 0 {
-		return &inputError{msg: fmt.Sprintf("%d of %d inputs could not be read", failed, len(ins))}
-	}
-	return nil
+	text := func(w io.Writer, ef explainedFile) error { return writeExplanation(w, ef.in, ef.reports) }
+	return perFile(ctx, stdout, stderr, args, asJSON, analyse, text)
 }
 
 // explainInput loads, replays and explains one input.
 func explainInput(in inputs.Input, stderr io.Writer, f *callsite.Filter) ([]*diagnose.DeviceReport, error) {
-	sn, err := load(in, stderr)
-	if err != nil {
-		return nil, err
-	}
-	tls, err := replay.Devices(sn)
+	sn, tls, err := loadDevices(in, stderr)
 	if err != nil {
 		return nil, err
 	}

@@ -90,12 +90,9 @@ func export(ctx context.Context, stderr io.Writer, args []string, f exportFlags)
 	if err != nil {
 		return fmt.Errorf("export --at: %w", err)
 	}
-	ins, skipped, err := inputs.Expand(args)
+	ins, err := expandSnapshots(stderr, args)
 	if err != nil {
-		return &inputError{msg: err.Error()}
-	}
-	if len(skipped) > 0 {
-		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(skipped), "non-snapshot file"), skipped[0])
+		return err
 	}
 	if f.pprof != "" && len(ins) != 1 {
 		return fmt.Errorf("export --pprof: needs exactly one snapshot, got %d; export each and compare with go tool pprof -diff_base", len(ins))
@@ -132,11 +129,7 @@ func export(ctx context.Context, stderr io.Writer, args []string, f exportFlags)
 // loadReplayed loads and replays one input, keeping only device dev
 // unless it is allDevices.
 func loadReplayed(in inputs.Input, stderr io.Writer, dev int) (loaded, error) {
-	sn, err := load(in, stderr)
-	if err != nil {
-		return loaded{}, err
-	}
-	tls, err := replay.Devices(sn)
+	sn, tls, err := loadDevices(in, stderr)
 	if err != nil {
 		return loaded{}, err
 	}

@@ -1,18 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/vramscope/vramscope/inputs"
-	"github.com/vramscope/vramscope/internal/units"
 	"github.com/vramscope/vramscope/snapshot"
 	"github.com/vramscope/vramscope/summary"
 )
@@ -75,102 +69,14 @@ func newFileStats(in inputs.Input, sn *snapshot.Snapshot) fileStats {
 	return fs
 }
 
-// stats reads every input named by args and reports each one. An input
-// that cannot be read is reported on stderr and the others still are; the
-// returned error then says how many failed.
+// stats reads every input named by args and reports each one.
 func stats(ctx context.Context, stdout, stderr io.Writer, args []string, asJSON bool) error {
-	ins, skipped, err := inputs.Expand(args)
-	if err != nil {
-		return &inputError{msg: err.Error()}
-	}
-	if len(skipped) > 0 {
-		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(skipped), "non-snapshot file"), skipped[0])
-	}
-
-	all := []fileStats{}
-	failed, printed := 0, 0
-	for _, in := range ins {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	analyse := func(in inputs.Input) (fileStats, error) {
 		sn, err := load(in, stderr)
 		if err != nil {
-			failed++
-			fmt.Fprintf(stderr, "vramscope: %s: %v\n", in, err)
-			continue
+			return fileStats{}, err
 		}
-		fs := newFileStats(in, sn)
-		if asJSON {
-			all = append(all, fs)
-			continue
-		}
-		if printed > 0 {
-			fmt.Fprintln(stdout)
-		}
-		if err := writeText(stdout, fs); err != nil {
-			return err
-		}
-		printed++
+		return newFileStats(in, sn), nil
 	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
-			Files []fileStats `json:"files"`
-		}{all}); err != nil {
-			return err
-		}
-	}
-	if failed > 0 {
-		return &inputError{msg: fmt.Sprintf("%d of %d inputs could not be read", failed, len(ins))}
-	}
-	return nil
-}
-
-// sniffBytes is how much of an input is examined before decoding: enough
-// for a compressed stream to yield its first decompressed bytes.
-const sniffBytes = 64 << 10
-
-// errNotSnapshot is returned for an input with no pickle, gzip or zstd
-// header.
-var errNotSnapshot = errors.New("not a PyTorch memory snapshot: no pickle, gzip or zstd header")
-
-// load reads and decodes one input, with a progress bar on stderr for
-// large files.
-func load(in inputs.Input, stderr io.Writer) (*snapshot.Snapshot, error) {
-	r, err := in.Open()
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-
-	var src io.Reader = r
-	if bar := newProgressBar(stderr, in.String(), r.Size()); bar != nil {
-		defer bar.Clear()
-		src = io.TeeReader(r, bar)
-	}
-	// The prefix is peeked, not consumed (stdin cannot be reopened), so
-	// that a CSV or log named by mistake gets a clear message rather than a
-	// pickle opcode error. Only a failed decode is blamed on the content:
-	// protocol 0 and 1 pickles have no header but decode fine.
-	br := bufio.NewReaderSize(src, sniffBytes)
-	head, err := br.Peek(sniffBytes)
-	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
-		return nil, err
-	}
-	if len(head) == 0 {
-		return nil, errors.New("empty file")
-	}
-	sn, err := snapshot.Read(br)
-	if err != nil {
-		if kind, _ := inputs.KindOf(bytes.NewReader(head)); kind != inputs.Snapshot {
-			return nil, fmt.Errorf("%w (it starts with %q)", errNotSnapshot, head[:min(len(head), 16)])
-		}
-		if size := r.Size(); size >= 0 {
-			// Tells a truncated copy (all bytes read) from damage inside.
-			return nil, fmt.Errorf("%w (stopped after reading %d of %d bytes)", err, r.BytesRead(), size)
-		}
-		return nil, err
-	}
-	return sn, nil
+	return perFile(ctx, stdout, stderr, args, asJSON, analyse, writeText)
 }

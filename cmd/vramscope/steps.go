@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/inputs"
-	"github.com/vramscope/vramscope/internal/units"
-	"github.com/vramscope/vramscope/replay"
 )
 
 func newStepsCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -85,63 +81,16 @@ type stepsSite struct {
 	RequestedPerStep int64           `json:"requested_bytes_per_step"`
 }
 
-// steps analyses every input named by args; as with stats, an input that
-// cannot be read is reported on stderr and the others still are.
+// steps analyses every input named by args.
 func steps(ctx context.Context, stdout, stderr io.Writer, args []string, f *callsite.Filter, asJSON bool) error {
-	ins, skipped, err := inputs.Expand(args)
-	if err != nil {
-		return &inputError{msg: err.Error()}
-	}
-	if len(skipped) > 0 {
-		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(skipped), "non-snapshot file"), skipped[0])
-	}
-	all := []stepsFile{}
-	failed := 0
-	for _, in := range ins {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		sf, err := analyzeSteps(in, stderr, f)
-		if err != nil {
-			failed++
-			fmt.Fprintf(stderr, "vramscope: %s: %v\n", in, err)
-			continue
-		}
-		if asJSON {
-			all = append(all, sf)
-			continue
-		}
-		if len(all) > 0 {
-			fmt.Fprintln(stdout)
-		}
-		all = append(all, sf)
-		if err := writeSteps(stdout, sf); err != nil {
-			return err
-		}
-	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
-			Files []stepsFile `json:"files"`
-		}{all}); err != nil {
-			return err
-		}
-	}
-	if failed > 0 {
-		return &inputError{msg: fmt.Sprintf("%d of %d inputs could not be read", failed, len(ins))}
-	}
-	return nil
+	analyse := func(in inputs.Input) (stepsFile, error) { return analyzeSteps(in, stderr, f) }
+	return perFile(ctx, stdout, stderr, args, asJSON, analyse, writeSteps)
 }
 
 // analyzeSteps loads one input and runs step detection and the leak
 // analysis on each device that has a trace.
 func analyzeSteps(in inputs.Input, stderr io.Writer, f *callsite.Filter) (stepsFile, error) {
-	sn, err := load(in, stderr)
-	if err != nil {
-		return stepsFile{}, err
-	}
-	tls, err := replay.Devices(sn)
+	sn, tls, err := loadDevices(in, stderr)
 	if err != nil {
 		return stepsFile{}, err
 	}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/vramscope/vramscope/inputs"
+	"github.com/vramscope/vramscope/internal/units"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// expandSnapshots resolves the snapshot arguments of stats, explain, steps
+// and export, noting on stderr the files of directories and globs that are
+// not snapshots.
+func expandSnapshots(stderr io.Writer, args []string) ([]inputs.Input, error) {
+	ins, skipped, err := inputs.Expand(args)
+	if err != nil {
+		return nil, &inputError{msg: err.Error()}
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(skipped), "non-snapshot file"), skipped[0])
+	}
+	return ins, nil
+}
+
+// unreadable is the error of a command that reported every input it could
+// read and failed of total could not be; nil when none failed.
+func unreadable(failed, total int) error {
+	if failed == 0 {
+		return nil
+	}
+	return &inputError{msg: fmt.Sprintf("%d of %d inputs could not be read", failed, total)}
+}
+
+// loadDevices loads one input and replays the trace of each device.
+func loadDevices(in inputs.Input, stderr io.Writer) (*snapshot.Snapshot, []*replay.Timeline, error) {
+	sn, err := load(in, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	tls, err := replay.Devices(sn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replaying the trace: %w", err)
+	}
+	return sn, tls, nil
+}
+
+// sniffBytes is how much of an input is examined before decoding: enough
+// for a compressed stream to yield its first decompressed bytes.
+const sniffBytes = 64 << 10
+
+// errNotSnapshot is returned for an input with no pickle, gzip or zstd
+// header.
+var errNotSnapshot = errors.New("not a PyTorch memory snapshot: no pickle, gzip or zstd header")
+
+// load reads and decodes one input, with a progress bar on stderr for
+// large files.
+func load(in inputs.Input, stderr io.Writer) (*snapshot.Snapshot, error) {
+	r, err := in.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+
+	var src io.Reader = r
+	if bar := newProgressBar(stderr, in.String(), r.Size()); bar != nil {
+		defer bar.Clear()
+		src = io.TeeReader(r, bar)
+	}
+	// The prefix is peeked, not consumed (stdin cannot be reopened), so
+	// that a CSV or log named by mistake gets a clear message rather than a
+	// pickle opcode error. Only a failed decode is blamed on the content:
+	// protocol 0 and 1 pickles have no header but decode fine.
+	br := bufio.NewReaderSize(src, sniffBytes)
+	head, err := br.Peek(sniffBytes)
+	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+		return nil, err
+	}
+	if len(head) == 0 {
+		return nil, errors.New("empty file")
+	}
+	sn, err := snapshot.Read(br)
+	if err != nil {
+		if kind, _ := inputs.KindOf(bytes.NewReader(head)); kind != inputs.Snapshot {
+			return nil, fmt.Errorf("%w (it starts with %q)", errNotSnapshot, head[:min(len(head), 16)])
+		}
+		if size := r.Size(); size >= 0 {
+			// Tells a truncated copy (all bytes read) from damage inside.
+			return nil, fmt.Errorf("%w (stopped after reading %d of %d bytes)", err, r.BytesRead(), size)
+		}
+		return nil, err
+	}
+	return sn, nil
+}
