@@ -1,0 +1,99 @@
+// Command phases times vramscope's pipeline stages on one snapshot: decode
+// (snapshot.Read), replay (replay.Devices) and the single-snapshot
+// diagnosis (diagnose.Explain per device), reporting wall and CPU seconds
+// per phase and the process's peak RSS after each. bench/run.sh records
+// whole-command numbers; this splits them so a regression can be placed.
+//
+//	go run ./bench/phases FILE [-runs 3]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+func main() {
+	runs := flag.Int("runs", 1, "repetitions (each in this process; RSS is the process peak)")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: phases [-runs N] FILE")
+		os.Exit(1)
+	}
+	path := flag.Arg(0)
+	st, err := os.Stat(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	mb := float64(st.Size()) / 1e6
+	fmt.Printf("file %s, %.1f MB\n", path, mb)
+	fmt.Println("| run | phase | wall s | cpu s | MB/s (wall) | peak RSS MB |")
+	fmt.Println("|---:|---|---:|---:|---:|---:|")
+	filter, _ := callsite.NewFilter("", "")
+	for r := 1; r <= *runs; r++ {
+		var sn *snapshot.Snapshot
+		phase(r, "decode", mb, func() error {
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			sn, err = snapshot.Read(f)
+			return err
+		})
+		var tls []*replay.Timeline
+		phase(r, "replay", mb, func() (err error) {
+			tls, err = replay.Devices(sn)
+			return err
+		})
+		phase(r, "explain", mb, func() error {
+			for _, tl := range tls {
+				if _, err := diagnose.Explain(sn, tl, filter); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+}
+
+func phase(run int, name string, mb float64, f func() error) {
+	w0, c0 := time.Now(), cpu()
+	if err := f(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(2)
+	}
+	w, c := time.Since(w0).Seconds(), (cpu() - c0).Seconds()
+	fmt.Printf("| %d | %s | %.2f | %.2f | %.0f | %d |\n", run, name, w, c, mb/w, peakRSSMB())
+}
+
+func cpu() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// peakRSSMB reads VmHWM, the process's peak resident set, from /proc.
+func peakRSSMB() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			var kb int
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")), "%d", &kb)
+			return kb / 1024
+		}
+	}
+	return -1
+}
