@@ -8,19 +8,19 @@ import (
 // MessageReport explains an OOM message pasted from a log, without a
 // snapshot: only the message's numbers are known.
 type MessageReport struct {
-	Message memlog.OOMMessage
+	Message memlog.OOMMessage `json:"message"`
 	// SegmentSize is "Tried to allocate": the allocation size the
 	// allocator asked cudaMalloc for, not the tensor's size.
-	SegmentSize uint64
+	SegmentSize uint64 `json:"segment_bytes"`
 	// Trapped is "reserved by PyTorch but unallocated".
-	Trapped int64
+	Trapped int64 `json:"trapped_bytes"`
 	// NonPyTorch is this process's memory outside the caching allocator
 	// (CUDA context, cuBLAS/NCCL workspaces): its NVML usage minus
 	// reserved. -1 when the message does not say which process is this one.
-	NonPyTorch int64
+	NonPyTorch int64 `json:"non_pytorch_bytes"`
 	// FractionLimited: the message has an "allowed" clause.
-	FractionLimited bool
-	Explanation     string
+	FractionLimited bool   `json:"fraction_limited"`
+	Explanation     string `json:"explanation"`
 }
 
 // ExplainMessage explains one parsed OOM message.

@@ -19,51 +19,51 @@ import (
 // value (±5.12 MiB for a GiB figure). Sums and differences of these fields
 // carry that error too.
 type OOMMessage struct {
-	Line    int     // 1-based line of the input where the message starts
-	Text    string  // the message with line wraps undone, without torch's advice
-	Wording Wording // which release family's wording it uses
+	Line    int     `json:"line"`    // 1-based line of the input where the message starts
+	Text    string  `json:"text"`    // the message with line wraps undone, without torch's advice
+	Wording Wording `json:"wording"` // which release family's wording it uses
 
-	TriedToAllocate units.Bytes // the allocator's request: the block or segment size, not the tensor's
-	Device          int         // the "GPU N" index
-	TotalCapacity   units.Bytes // cudaMemGetInfo total
-	Free            units.Bytes // cudaMemGetInfo free at the failure
+	TriedToAllocate units.Bytes `json:"tried_to_allocate_bytes"` // the allocator's request: the block or segment size, not the tensor's
+	Device          int         `json:"device"`                  // the "GPU N" index
+	TotalCapacity   units.Bytes `json:"total_capacity_bytes"`    // cudaMemGetInfo total
+	Free            units.Bytes `json:"free_bytes"`              // cudaMemGetInfo free at the failure
 
 	// Processes lists NVML's per-process usage in message order (torch ≥ 2.1;
 	// empty when NVML was unavailable or for older messages).
-	Processes []ProcessMemory
+	Processes []ProcessMemory `json:"processes"`
 
 	// Allowed is set_per_process_memory_fraction × total capacity; zero when
 	// the message has no "allowed" clause, i.e. no fraction was set.
-	Allowed units.Bytes
+	Allowed units.Bytes `json:"allowed_bytes"`
 
 	// Allocated is what PyTorch reports as allocated: "already allocated"
 	// (≤ 2.0) or "is allocated by PyTorch" (≥ 2.1). Since private-pool
 	// accounting appeared it includes PrivatePools.
-	Allocated units.Bytes
+	Allocated units.Bytes `json:"allocated_bytes"`
 	// PrivatePools is the "with P allocated in private pools (e.g., CUDA
 	// Graphs)" figure: cached blocks owned by CUDA-graph or MemPool pools,
 	// which only those pools can reuse. Zero when the clause is absent, which
 	// is also how torch prints zero.
-	PrivatePools units.Bytes
+	PrivatePools units.Bytes `json:"private_pools_bytes"`
 	// Reserved is all memory the caching allocator holds. Messages ≤ 2.0
 	// print it; later ones print ReservedUnallocated, and Reserved is derived
 	// as Allocated + ReservedUnallocated.
-	Reserved units.Bytes
+	Reserved units.Bytes `json:"reserved_bytes"`
 	// ReservedUnallocated is memory reserved but not allocated, i.e. trapped
 	// in partly used segments, since the allocator already released every
 	// wholly free one before failing. Derived as Reserved − Allocated (never
 	// below zero) for messages ≤ 2.0.
-	ReservedUnallocated units.Bytes
+	ReservedUnallocated units.Bytes `json:"reserved_unallocated_bytes"`
 
 	// Missing names the clauses this message's wording should have but the
 	// text lacks (a message cut off in a log, say); their fields are zero.
-	Missing []string
+	Missing []string `json:"missing"`
 }
 
 // ProcessMemory is one "Process <pid> has U memory in use" clause.
 type ProcessMemory struct {
-	PID   int // 0 for "this process", the one that raised the error, whose pid torch does not print
-	InUse units.Bytes
+	PID   int         `json:"pid"` // 0 for "this process", the one that raised the error, whose pid torch does not print
+	InUse units.Bytes `json:"in_use_bytes"`
 }
 
 // Wording tells which torch release family wrote an OOM message; the same
@@ -94,6 +94,10 @@ func (w Wording) String() string {
 	}
 	return "Wording(" + strconv.Itoa(int(w)) + ")"
 }
+
+// MarshalText writes the release family in JSON ("torch >= 2.3") rather
+// than a number whose meaning lives in this file.
+func (w Wording) MarshalText() ([]byte, error) { return []byte(w.String()), nil }
 
 // oomSize matches one format_size output: "0 bytes", "512 bytes",
 // "20.00 MiB", "931322.58 GiB".

@@ -14,8 +14,9 @@ import (
 
 func newOOMCommand(stdout io.Writer) *cobra.Command {
 	var file string
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   `oom ["<pasted OOM message>" | --file LOG]`,
+		Use:   `oom [--json] ["<pasted OOM message>" | --file LOG]`,
 		Short: "Explain a CUDA out-of-memory message pasted from a log",
 		Long: `Oom reads the "CUDA out of memory" messages of any torch release (the
 argument, the file named by --file, or standard input) and explains each:
@@ -42,11 +43,27 @@ to change. A snapshot explains more: see vramscope explain.`,
 			if err != nil {
 				return &inputError{msg: err.Error()}
 			}
+			if asJSON {
+				return writeOOMsJSON(stdout, msgs)
+			}
 			return writeOOMs(stdout, msgs)
 		},
 	}
 	cmd.Flags().StringVar(&file, "file", "", "read the messages from this log file")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print JSON: {"messages":[{"message":{...}, "segment_bytes", "trapped_bytes", "non_pytorch_bytes", "fraction_limited", "explanation"}]}`)
 	return cmd
+}
+
+// writeOOMsJSON prints each message's explanation, the struct the text
+// report reads too, so both say the same.
+func writeOOMsJSON(w io.Writer, msgs []memlog.OOMMessage) error {
+	reports := make([]*diagnose.MessageReport, len(msgs))
+	for i, m := range msgs {
+		reports[i] = diagnose.ExplainMessage(m)
+	}
+	return writeJSON(w, struct {
+		Messages []*diagnose.MessageReport `json:"messages"`
+	}{reports})
 }
 
 // writeOOMs prints each message's numbers and explanation.

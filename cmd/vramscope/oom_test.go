@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/memlog"
 )
 
 // seed002OOM is the first OOM message of seed 002 (verl, upcast logits).
@@ -40,5 +44,41 @@ func TestOOMGolden(t *testing.T) {
 	}
 	if code, _, stderr := runCmd("oom", "no message here"); code != exitInputError || !strings.Contains(stderr, "CUDA out of memory") {
 		t.Errorf("text without a message: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestOOMJSON checks that --json prints the explanation the text report
+// prints, with the message's numbers under their _bytes keys.
+func TestOOMJSON(t *testing.T) {
+	code, stdout, stderr := runCmd("oom", "--json", seed002OOM)
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	var got struct {
+		Messages []struct {
+			Message struct {
+				Wording         string `json:"wording"`
+				TriedToAllocate int64  `json:"tried_to_allocate_bytes"`
+			} `json:"message"`
+			Trapped     int64  `json:"trapped_bytes"`
+			Explanation string `json:"explanation"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("%v in:\n%s", err, stdout)
+	}
+	if len(got.Messages) != 1 {
+		t.Fatalf("%d messages, want 1", len(got.Messages))
+	}
+	m := got.Messages[0]
+	msgs, err := memlog.ParseOOMMessages(strings.NewReader(seed002OOM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := diagnose.ExplainMessage(msgs[0])
+	_, text, _ := runCmd("oom", seed002OOM)
+	if m.Message.Wording != "torch >= 2.3" || m.Message.TriedToAllocate != int64(want.Message.TriedToAllocate) ||
+		m.Trapped != want.Trapped || m.Explanation != want.Explanation || !strings.Contains(text, m.Explanation) {
+		t.Errorf("got %+v, want %+v; text report:\n%s", m, want, text)
 	}
 }
