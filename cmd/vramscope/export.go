@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -193,22 +192,4 @@ func processName(in inputs.Input) string {
 		return in.String()
 	}
 	return fmt.Sprintf("%s (%s)", in, strings.Join(ids, ", "))
-}
-
-// writeFile creates path and writes it with write; on failure the partial
-// file is removed, so a viewer never opens half a profile.
-func writeFile(path string, write func(io.Writer) error) error {
-	out, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
-	err = write(out)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return fmt.Errorf("export: %s: %w", path, err)
-	}
-	return nil
 }

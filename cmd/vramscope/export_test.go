@@ -71,7 +71,9 @@ func TestExportErrors(t *testing.T) {
 			exitUsage, "needs exactly one snapshot, got 2"},
 		{"missing file", []string{"export", "nope.pickle", "--perfetto", out}, exitInputError, "nope.pickle: no such file"},
 		{"no such device", []string{"export", good, "--perfetto", out, "--device", "7"}, exitInputError, "no input has device 7"},
-		{"unwritable output", []string{"export", good, "--perfetto", filepath.Join(dir, "no", "dir.json")}, exitUsage, "no such file or directory"},
+		{"unwritable output", []string{"export", good, "--perfetto", filepath.Join(dir, "no", "dir.json")}, exitInputError,
+			"writing " + filepath.Join(dir, "no", "dir.json") + ": no such file or directory"},
+		{"output is a directory", []string{"export", good, "--pprof", dir}, exitInputError, "writing " + dir + ": is a directory"},
 	}
 	for _, tt := range tests {
 		code, _, stderr := runCmd(tt.args...)

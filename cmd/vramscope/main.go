@@ -115,6 +115,9 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	if _, ok := errors.AsType[*inputError](err); ok {
 		return exitInputError
 	}
+	if _, ok := errors.AsType[*outputError](err); ok {
+		return exitInputError
+	}
 	if _, ok := errors.AsType[*gateError](err); ok {
 		return exitGate
 	}
