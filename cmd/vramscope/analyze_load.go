@@ -15,6 +15,7 @@ import (
 	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/internal/units"
 	"github.com/vramscope/vramscope/memlog"
+	"github.com/vramscope/vramscope/snapshot"
 )
 
 // Snapshots smaller than progressMinBytes are decoded in parallel; larger
@@ -30,6 +31,14 @@ var errNotAnalyzable = errors.New("not a snapshot, memory-log CSV, memory_summar
 // skipped with one line on stderr; an input that cannot be read is
 // reported on stderr and counted in failed.
 func loadAll(ctx context.Context, stderr io.Writer, args []string, a *analyze.Analyzer) (failed, total int, err error) {
+	return loadAllWith(ctx, stderr, args, a, nil)
+}
+
+// loadAllWith is loadAll that also hands every decoded snapshot to also,
+// when it is not nil, before the snapshot is dropped (the report builds
+// its views from it). also may be called concurrently; its error counts
+// the input as unreadable.
+func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyze.Analyzer, also snapshotHook) (failed, total int, err error) {
 	ins, skipped, err := inputs.Expand(args)
 	if err != nil {
 		return 0, 0, &inputError{msg: err.Error()}
@@ -91,7 +100,7 @@ func loadAll(ctx context.Context, stderr io.Writer, args []string, a *analyze.An
 	for range min(runtime.GOMAXPROCS(0), max(len(snaps), 1)) {
 		wg.Go(func() {
 			for in := range jobs {
-				loadSnapshot(in, stderr, a, report)
+				loadSnapshot(in, stderr, a, also, report)
 			}
 		})
 	}
@@ -107,21 +116,30 @@ func loadAll(ctx context.Context, stderr io.Writer, args []string, a *analyze.An
 		if err := ctx.Err(); err != nil {
 			return failed, total, err
 		}
-		loadSnapshot(in, stderr, a, report)
+		loadSnapshot(in, stderr, a, also, report)
 	}
 	return failed, total, ctx.Err()
 }
 
 // loadSnapshot decodes one snapshot and hands it to a, which keeps only a
 // digest: the snapshot is garbage once this returns.
-func loadSnapshot(in inputs.Input, stderr io.Writer, a *analyze.Analyzer, report func(inputs.Input, error)) {
+func loadSnapshot(in inputs.Input, stderr io.Writer, a *analyze.Analyzer, also snapshotHook, report func(inputs.Input, error)) {
 	sn, err := load(in, stderr)
 	if err != nil {
 		report(in, err)
 		return
 	}
+	if also != nil {
+		if err := also(in, sn); err != nil {
+			report(in, err)
+			return
+		}
+	}
 	a.AddSnapshot(in, sn)
 }
+
+// snapshotHook receives each decoded snapshot of loadAllWith.
+type snapshotHook func(inputs.Input, *snapshot.Snapshot) error
 
 // loadText reads a memory log, memory_summary dump or OOM message file.
 // It returns false, without error, for text of none of these kinds.

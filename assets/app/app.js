@@ -1,0 +1,301 @@
+// vramscope's report page. The same script runs in the single-file report
+// (the payload is embedded as window.VRAMSCOPE_PAYLOAD) and in
+// `vramscope serve` (payload null: it waits for the server to load the
+// inputs, then fetches the payload and asks for states, flame graphs and
+// diffs on demand). It only draws what the Go side computed.
+/* global uPlot, d3, flamegraph, drawAllocState */
+"use strict";
+
+const drawn = { timeline: 0, state: 0, flame: 0, sites: 0 };
+
+function fmtBytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = Math.abs(n), u = 0;
+  while (v >= 1024 && u < units.length - 1) { v /= 1024; u++; }
+  return (n < 0 ? "-" : "") + (u === 0 ? v.toFixed(0) : v.toFixed(2)) + " " + units[u];
+}
+
+function esc(s) {
+  return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+
+// siteColor hashes a callsite label to a colour, so that a callsite has
+// the same colour in every state, chart and snapshot.
+function siteColor(label) {
+  let h = 2166136261;
+  for (let i = 0; i < label.length; i++) { h ^= label.charCodeAt(i); h = Math.imul(h, 16777619); }
+  h >>>= 0;
+  return `hsl(${h % 360},${55 + (h >> 9) % 25}%,${45 + (h >> 17) % 15}%)`;
+}
+
+function el(tag, cls, html) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (html !== undefined) e.innerHTML = html;
+  return e;
+}
+
+async function fetchJSON(url) {
+  const r = await fetch(url);
+  if (!r.ok) throw new Error(`${url}: ${r.status} ${await r.text()}`);
+  return r.json();
+}
+
+// api is null in the static report: it holds only precomputed moments.
+const api = window.VRAMSCOPE_PAYLOAD === null ? {
+  state: (snap, dev, i) => fetchJSON(`api/state?snapshot=${snap}&device=${dev}&event=${i}`),
+  flame: (snap, dev, i) => fetchJSON(`api/flame?snapshot=${snap}&device=${dev}&event=${i}`),
+  diff: (a, b) => fetchJSON(`api/diff?base=${a}&other=${b}`),
+} : null;
+
+// waitForServer polls the load's progress until the payload is ready.
+async function waitForServer(status) {
+  for (;;) {
+    const s = await fetchJSON("api/status");
+    status.textContent = s.state === "loading"
+      ? `Loading ${s.done} of ${s.total} inputs${s.current ? ": " + s.current : ""}…`
+      : s.state === "failed" ? "Loading failed: " + s.error : "Loaded.";
+    if (s.state === "ready") return fetchJSON("api/report");
+    if (s.state === "failed") throw new Error(s.error);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+async function main() {
+  const app = document.getElementById("app");
+  const status = document.getElementById("status");
+  const p = window.VRAMSCOPE_PAYLOAD || await waitForServer(status);
+  status.textContent = "";
+  app.appendChild(el("h1", "verdict v-" + p.verdict, `Verdict: ${esc(p.verdict)}`));
+  app.appendChild(el("p", "sub", `${p.processes.length} process${p.processes.length === 1 ? "" : "es"}` +
+    (api ? " · click the timeline to see the allocator and live memory at that moment" : "")));
+  for (const pr of p.processes) app.appendChild(processSection(pr));
+  if (api) app.appendChild(diffSection(p));
+  document.body.dataset.charts = JSON.stringify(drawn);
+  document.body.dataset.drawn = "1";
+}
+
+function processSection(pr) {
+  const sec = el("section", "process");
+  sec.appendChild(el("h2", "", `${esc(pr.id)} <span class="badge v-${pr.verdict}">${esc(pr.verdict)}</span>`));
+  const s = pr.stats;
+  let line = `allocated ${fmtBytes(s.allocated_bytes)}, reserved ${fmtBytes(s.reserved_bytes)} at the last input`;
+  if (s.peak_allocated_bytes !== null) line += `; trace peaks: allocated ${fmtBytes(s.peak_allocated_bytes)}, reserved ${fmtBytes(s.peak_reserved_bytes)}`;
+  sec.appendChild(el("p", "sub", line));
+  sec.appendChild(findingsList(pr.findings));
+  if (pr.notes.length) sec.appendChild(el("ul", "notes", pr.notes.map((n) => `<li>${esc(n)}</li>`).join("")));
+  if (pr.snapshots.length) sec.appendChild(snapshotPanel(pr));
+  if (pr.totals.length > 1) sec.appendChild(sitesPanel(pr));
+  return sec;
+}
+
+function findingsList(fs) {
+  const ol = el("ol", "findings");
+  if (!fs.length) ol.appendChild(el("li", "", "No findings."));
+  for (const f of fs) {
+    const li = el("li", "finding sev-" + f.severity);
+    let html = `<span class="badge">${esc(f.severity)} ${esc(f.kind)}</span> <b>${esc(f.title)}</b>`;
+    if (f.stack.length) html += "<pre>" + f.stack.map((fr) => `${esc(fr.function)} (${esc(fr.file)}:${fr.line})`).join("\n") + "</pre>";
+    if (f.fix) html += `<p class="fix">${esc(f.fix)}</p>`;
+    html += `<details><summary>evidence</summary><pre>${esc(JSON.stringify(f.evidence, null, 1))}</pre></details>`;
+    li.innerHTML = html;
+    ol.appendChild(li);
+  }
+  return ol;
+}
+
+// snapshotPanel shows one snapshot and device at a time: the timeline,
+// the allocator state and the flame graph. The default is the last
+// snapshot, whose trace reaches furthest.
+function snapshotPanel(pr) {
+  const panel = el("div", "panel");
+  const pick = el("div", "picker");
+  const body = el("div");
+  panel.append(pick, body);
+  const choices = [];
+  pr.snapshots.forEach((sv) => sv.devices.forEach((dv) => choices.push({ sv, dv })));
+  const select = el("select");
+  choices.forEach((c, k) => {
+    const o = el("option", "", esc(`${c.sv.input}${c.sv.step !== null ? " (step " + c.sv.step + ")" : ""} · cuda:${c.dv.device} · ${c.dv.events} events`));
+    o.value = k;
+    select.appendChild(o);
+  });
+  select.value = choices.length - 1;
+  if (choices.length > 1) pick.append(el("label", "", "Snapshot "), select);
+  const show = () => {
+    body.innerHTML = "";
+    const c = choices[+select.value];
+    deviceView(body, pr, c.sv, c.dv);
+  };
+  select.addEventListener("change", show);
+  show();
+  return panel;
+}
+
+function deviceView(body, pr, sv, dv) {
+  const tl = el("div", "timeline");
+  const stateBox = el("div", "state");
+  const flameBox = el("div", "flame");
+  body.append(el("h3", "", "Memory over time"), tl);
+  if (dv.caveats.length) body.appendChild(el("ul", "notes", dv.caveats.map((c) => `<li>${esc(c)}</li>`).join("")));
+  body.append(el("h3", "", "Allocator state"), tabs(dv.states, (st) => st.label, (st) => { drawn.state += drawAllocState(stateBox, st) ? 1 : 0; }), stateBox);
+  const flames = dv.flames.slice();
+  if (pr.leaked && sv === pr.snapshots[pr.snapshots.length - 1]) flames.push(pr.leaked);
+  body.append(el("h3", "", "Live memory by stack"), tabs(flames, (f) => f.label, (f) => drawFlame(flameBox, f)), flameBox);
+  if (dv.events > 0) {
+    drawTimeline(tl, dv, async (event) => {
+      if (!api) return;
+      const [st, fl] = await Promise.all([api.state(sv.id, dv.device, event), api.flame(sv.id, dv.device, event)]);
+      drawAllocState(stateBox, st);
+      drawFlame(flameBox, fl);
+    });
+  } else {
+    tl.appendChild(el("p", "sub", "No trace in this snapshot (recording was off): only the state at the dump is known."));
+  }
+}
+
+// tabs renders one button per item and shows the first.
+function tabs(items, label, show) {
+  const bar = el("div", "tabs");
+  items.forEach((it, k) => {
+    const b = el("button", "", esc(label(it)));
+    b.addEventListener("click", () => {
+      bar.querySelectorAll("button").forEach((x) => x.classList.remove("on"));
+      b.classList.add("on");
+      show(it);
+    });
+    bar.appendChild(b);
+    if (k === 0) { b.classList.add("on"); setTimeout(() => show(it), 0); }
+  });
+  return bar;
+}
+
+const markerColors = { step: "rgba(120,120,120,0.35)", snapshot: "#1f77b4", oom: "#d62728", peak: "#ff7f0e" };
+
+function drawTimeline(box, dv, onPick) {
+  const s = dv.series;
+  const scale = s.x_unit === "us" ? 1e6 : 1;
+  const xs = s.x.map((x) => x / scale);
+  const data = [xs, s.allocated_max, s.allocated_min, s.reserved_max, s.reserved_min];
+  const width = Math.max(500, box.clientWidth || 1000);
+  const bytesAxis = { values: (u, vals) => vals.map(fmtBytes), size: 80 };
+  const opts = {
+    width, height: 260,
+    scales: { x: { time: false } },
+    axes: [{ label: s.x_unit === "us" ? "seconds since the first event" : "event" }, bytesAxis],
+    series: [
+      { label: s.x_unit === "us" ? "s" : "event" },
+      { label: "allocated", stroke: "#2ca02c", width: 1.5, value: (u, v) => v === null ? "" : fmtBytes(v) },
+      { label: "allocated (min)", stroke: "rgba(44,160,44,0.4)", value: (u, v) => v === null ? "" : fmtBytes(v) },
+      { label: "reserved", stroke: "#9467bd", width: 1.5, value: (u, v) => v === null ? "" : fmtBytes(v) },
+      { label: "reserved (min)", stroke: "rgba(148,103,189,0.4)", value: (u, v) => v === null ? "" : fmtBytes(v) },
+    ],
+    bands: [{ series: [1, 2], fill: "rgba(44,160,44,0.15)" }, { series: [3, 4], fill: "rgba(148,103,189,0.12)" }],
+    hooks: {
+      draw: [(u) => {
+        const ctx = u.ctx;
+        ctx.save();
+        for (const m of dv.markers) {
+          const x = Math.round(u.valToPos(m.x / scale, "x", true));
+          ctx.strokeStyle = markerColors[m.kind] || "#888";
+          ctx.lineWidth = m.kind === "step" ? 1 : 2;
+          ctx.beginPath();
+          ctx.moveTo(x, u.bbox.top);
+          ctx.lineTo(x, u.bbox.top + u.bbox.height);
+          ctx.stroke();
+        }
+        ctx.restore();
+      }],
+    },
+  };
+  const plot = new uPlot(opts, data, box);
+  const kinds = [...new Set(dv.markers.map((m) => m.kind))];
+  box.appendChild(el("div", "legend", kinds.map((k) => `<span class="sw" style="background:${markerColors[k]}"></span>${k} `).join("") +
+    (api ? " · click to inspect that moment" : "")));
+  const events = dv.markers.filter((m) => m.kind !== "step");
+  if (events.length) box.appendChild(el("ul", "markers", events.slice(0, 20).map((m) => `<li>${esc(m.kind)} at event ${m.event}: ${esc(m.label)}</li>`).join("")));
+  plot.over.addEventListener("click", () => {
+    const k = plot.cursor.idx;
+    if (k !== null && k !== undefined) onPick(s.first[k]);
+  });
+  drawn.timeline++;
+  return plot;
+}
+
+function drawFlame(box, f) {
+  box.innerHTML = "";
+  box.appendChild(el("div", "state-head", `${esc(f.label)}: ${fmtBytes(f.root.value)}`));
+  if (!f.root.value) { box.appendChild(el("p", "sub", "Nothing live.")); return; }
+  const holder = el("div");
+  box.appendChild(holder);
+  const tip = flamegraph.tooltip.defaultFlamegraphTooltip().text((d) => `${d.data.name}: ${fmtBytes(d.data.value)}`);
+  const chart = flamegraph.default()
+    .width(Math.max(500, box.clientWidth || 1000))
+    .cellHeight(18)
+    .transitionDuration(0)
+    .minFrameSize(2)
+    .inverted(true)
+    .tooltip(tip)
+    .setColorMapper((d) => d.data.name === "all" ? "#bbb" : siteColor(d.data.name))
+    .label((d) => `${d.data.name}: ${fmtBytes(d.data.value)}`);
+  d3.select(holder).datum(f.root).call(chart);
+  drawn.flame++;
+}
+
+// sitesPanel charts the bytes each callsite holds at each snapshot's end:
+// a leak is a line that only goes up.
+function sitesPanel(pr) {
+  const box = el("div", "panel");
+  box.appendChild(el("h3", "", "Live bytes per callsite across snapshots"));
+  const shown = pr.sites.slice(0, 10);
+  if (!shown.length) return box;
+  const chartBox = el("div");
+  box.appendChild(chartBox);
+  const xs = pr.totals.map((t, k) => (t.step !== null ? t.step : k));
+  const series = [{ label: pr.totals.every((t) => t.step !== null) ? "step" : "snapshot" }];
+  for (const s of shown) series.push({ label: (s.leak ? "LEAK " : "") + s.site, stroke: siteColor(s.site), width: s.leak ? 3 : 1, value: (u, v) => v === null ? "" : fmtBytes(v) });
+  setTimeout(() => {
+    new uPlot({
+      width: Math.max(500, box.clientWidth || 1000), height: 220,
+      scales: { x: { time: false } },
+      axes: [{}, { values: (u, vals) => vals.map(fmtBytes), size: 80 }],
+      series, legend: { show: false },
+    }, [xs, ...shown.map((s) => s.bytes)], chartBox);
+  }, 0);
+  drawn.sites++;
+  const rows = pr.sites.map((s) => `<tr class="${s.leak ? "leak" : ""}"><td><span class="sw" style="background:${siteColor(s.site)}"></span>${esc(s.site)}${s.leak ? " <b>leak</b>" : ""}</td>` +
+    s.bytes.map((b) => `<td class="num">${fmtBytes(b)}</td>`).join("") + "</tr>").join("");
+  box.appendChild(el("table", "sites", `<tr><th>callsite</th>${xs.map((x) => `<th>${series[0].label} ${x}</th>`).join("")}</tr>${rows}`));
+  return box;
+}
+
+// diffSection (served UI) compares the live bytes per callsite at the end
+// of two snapshots, of one process or of two.
+function diffSection(p) {
+  const sec = el("section", "process");
+  sec.appendChild(el("h2", "", "Compare two snapshots"));
+  const snaps = [];
+  for (const pr of p.processes) for (const sv of pr.snapshots) snaps.push({ pr, sv });
+  const mk = (def) => {
+    const s = el("select");
+    snaps.forEach(({ pr, sv }) => { const o = el("option", "", esc(`${pr.id} · ${sv.input}`)); o.value = sv.id; s.appendChild(o); });
+    if (snaps.length) s.value = snaps[Math.max(0, Math.min(def, snaps.length - 1))].sv.id;
+    return s;
+  };
+  const a = mk(0), b = mk(snaps.length - 1);
+  const go = el("button", "", "Compare");
+  const out = el("div");
+  sec.append(el("label", "", "Base "), a, el("label", "", " Other "), b, go, out);
+  go.addEventListener("click", async () => {
+    const d = await api.diff(a.value, b.value);
+    out.innerHTML = "";
+    out.appendChild(el("table", "sites", "<tr><th>callsite</th><th>base</th><th>other</th><th>change</th></tr>" +
+      d.rows.map((r) => `<tr><td><span class="sw" style="background:${siteColor(r.site)}"></span>${esc(r.site)}</td><td class="num">${fmtBytes(r.base)}</td><td class="num">${fmtBytes(r.other)}</td><td class="num ${r.delta > 0 ? "up" : ""}">${r.delta > 0 ? "+" : ""}${fmtBytes(r.delta)}</td></tr>`).join("")));
+  });
+  return sec;
+}
+
+main().catch((e) => {
+  console.error(e);
+  document.getElementById("status").textContent = "Error: " + e.message;
+});
