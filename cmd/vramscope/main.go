@@ -106,6 +106,8 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	root.AddCommand(newOOMCommand(stdout))
 	root.AddCommand(newAnalyzeCommand(stdout, stderr))
 	root.AddCommand(newExportCommand(stderr))
+	root.AddCommand(newReportCommand(stderr))
+	root.AddCommand(newServeCommand(stderr))
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {
