@@ -136,13 +136,13 @@ func stem(path string) string {
 // time, then by when their traces end (content, for names that say
 // neither), then by path.
 func compareSnapshots(a, b *digest) int {
-	if c := compareOptional(a.in.HasStep, b.in.HasStep, a.in.Step, b.in.Step); c != 0 {
+	if c := inputs.CompareOptional(a.in.HasStep, b.in.HasStep, a.in.Step, b.in.Step); c != 0 {
 		return c
 	}
-	if c := compareOptional(a.in.HasTime, b.in.HasTime, a.in.Time.UnixNano(), b.in.Time.UnixNano()); c != 0 {
+	if c := inputs.CompareOptional(a.in.HasTime, b.in.HasTime, a.in.Time.UnixNano(), b.in.Time.UnixNano()); c != 0 {
 		return c
 	}
-	if c := compareOptional(a.endUS != 0, b.endUS != 0, a.endUS, b.endUS); c != 0 {
+	if c := inputs.CompareOptional(a.endUS != 0, b.endUS != 0, a.endUS, b.endUS); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.in.Path, b.in.Path)
@@ -154,12 +154,12 @@ func compareGroups(a, b *processGroup) int {
 	pid := func(g *processGroup) (bool, int) { return g.pid != nil, deref(g.pid) }
 	ha, ra := rank(a)
 	hb, rb := rank(b)
-	if c := compareOptional(ha, hb, ra, rb); c != 0 {
+	if c := inputs.CompareOptional(ha, hb, ra, rb); c != 0 {
 		return c
 	}
 	ha, ra = pid(a)
 	hb, rb = pid(b)
-	if c := compareOptional(ha, hb, ra, rb); c != 0 {
+	if c := inputs.CompareOptional(ha, hb, ra, rb); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.id, b.id)
@@ -170,17 +170,4 @@ func deref(p *int) int {
 		return 0
 	}
 	return *p
-}
-
-// compareOptional orders present values before absent ones.
-func compareOptional[T cmp.Ordered](hasA, hasB bool, a, b T) int {
-	switch {
-	case hasA && hasB:
-		return cmp.Compare(a, b)
-	case hasA:
-		return -1
-	case hasB:
-		return 1
-	}
-	return 0
 }

@@ -160,22 +160,25 @@ func collect(root string) (found []Input, skipped []string, err error) {
 // compareInputs orders by step, then dump time, then rank and pid, then
 // path. Inputs that have a field sort before inputs that lack it.
 func compareInputs(a, b Input) int {
-	if c := compareOptional(a.HasStep, b.HasStep, a.Step, b.Step); c != 0 {
+	if c := CompareOptional(a.HasStep, b.HasStep, a.Step, b.Step); c != 0 {
 		return c
 	}
-	if c := compareOptional(a.HasTime, b.HasTime, a.Time.UnixNano(), b.Time.UnixNano()); c != 0 {
+	if c := CompareOptional(a.HasTime, b.HasTime, a.Time.UnixNano(), b.Time.UnixNano()); c != 0 {
 		return c
 	}
-	if c := compareOptional(a.HasRank, b.HasRank, a.Rank, b.Rank); c != 0 {
+	if c := CompareOptional(a.HasRank, b.HasRank, a.Rank, b.Rank); c != 0 {
 		return c
 	}
-	if c := compareOptional(a.HasPID, b.HasPID, a.PID, b.PID); c != 0 {
+	if c := CompareOptional(a.HasPID, b.HasPID, a.PID, b.PID); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.Path, b.Path)
 }
 
-func compareOptional[T cmp.Ordered](hasA, hasB bool, a, b T) int {
+// CompareOptional orders two values that may be absent (a step, a rank
+// not every name carries): present values by cmp.Compare, before absent
+// ones. analyze orders processes and snapshots by the same rule.
+func CompareOptional[T cmp.Ordered](hasA, hasB bool, a, b T) int {
 	switch {
 	case hasA && hasB:
 		return cmp.Compare(a, b)
