@@ -1,10 +1,13 @@
 // Package inputs turns command-line arguments into the snapshot files they
-// name, in the order a user expects to read them.
+// name (and, for analyze, the memory logs and text dumps), in the order a
+// user expects to read them.
 //
 //  1. Expand resolves each argument: a file is taken as named, "-" is
 //     standard input, and a directory (walked recursively) or a glob
 //     contributes only the files whose first bytes say "snapshot" (KindOf),
-//     so dump folders with logs and CSVs mixed in just work.
+//     so dump folders with logs and CSVs mixed in just work. ExpandWithLogs
+//     also keeps the memory-log CSVs, memory_summary dumps and OOM messages
+//     that memlog.Detect recognizes.
 //  2. Each input carries the Identity its path implies (tag, rank, pid, step,
 //     dump time), parsed from names like step2/actor_rank0_pid746.pickle.
 //  3. The files one argument expands to are ordered by step, then dump time,
@@ -28,11 +31,15 @@ import (
 // Stdin is the argument that names standard input.
 const Stdin = "-"
 
-// Input is one snapshot to read.
+// Input is one file to read.
 type Input struct {
 	// Path is the file's path as given or found under a directory argument,
 	// or Stdin.
 	Path string
+	// Kind is what the file holds. Standard input and pipes are taken as
+	// Snapshot unread; an explicitly named file that cannot be opened is
+	// Other, and reading it reports why.
+	Kind Kind
 	Identity
 }
 
@@ -44,12 +51,25 @@ func (in Input) String() string {
 	return in.Path
 }
 
-// Expand resolves args into inputs. Files named explicitly are kept whatever
-// they hold, so that reading them reports the real problem; files found in
-// directories or through globs are kept only if KindOf says Snapshot, and the
-// others are returned in skipped. An argument that names nothing, a glob
-// that matches nothing or a directory without snapshots is an error.
+// Expand resolves args into snapshot inputs. Files named explicitly are kept
+// whatever they hold, so that reading them reports the real problem; files
+// found in directories or through globs are kept only if KindOf says
+// Snapshot, and the others are returned in skipped. An argument that names
+// nothing, a glob that matches nothing or a directory without snapshots is
+// an error.
 func Expand(args []string) (inputs []Input, skipped []string, err error) {
+	return expand(args, false)
+}
+
+// ExpandWithLogs is Expand for commands that also read memory logs and text
+// dumps: directories and globs contribute the files of kind MemoryLog and
+// Text too, and only one with none of the three is an error.
+func ExpandWithLogs(args []string) (inputs []Input, skipped []string, err error) {
+	return expand(args, true)
+}
+
+// expand is Expand, and ExpandWithLogs when texts is set.
+func expand(args []string, texts bool) (inputs []Input, skipped []string, err error) {
 	seen := map[string]bool{}
 	add := func(in Input) {
 		if !seen[in.Path] {
@@ -62,10 +82,10 @@ func Expand(args []string) (inputs []Input, skipped []string, err error) {
 			if seen[Stdin] {
 				return nil, nil, errors.New("standard input (-) named more than once")
 			}
-			add(Input{Path: Stdin})
+			add(Input{Path: Stdin, Kind: Snapshot})
 			continue
 		}
-		group, skip, err := expandArg(arg)
+		group, skip, err := expandArg(arg, texts)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -79,7 +99,11 @@ func Expand(args []string) (inputs []Input, skipped []string, err error) {
 }
 
 // expandArg resolves one argument other than Stdin.
-func expandArg(arg string) (found []Input, skipped []string, err error) {
+func expandArg(arg string, texts bool) (found []Input, skipped []string, err error) {
+	wanted := "snapshots"
+	if texts {
+		wanted = "snapshots, memory logs or memory_summary/OOM text"
+	}
 	info, statErr := os.Stat(arg)
 	if statErr != nil {
 		if !errors.Is(statErr, fs.ErrNotExist) || !strings.ContainsAny(arg, "*?[") {
@@ -94,34 +118,40 @@ func expandArg(arg string) (found []Input, skipped []string, err error) {
 			return nil, nil, fmt.Errorf("%s: no files match", arg)
 		}
 		for _, m := range matches {
-			f, s, err := collect(m)
+			f, s, err := collect(m, texts)
 			if err != nil {
 				return nil, nil, err
 			}
 			found, skipped = append(found, f...), append(skipped, s...)
 		}
 		if len(found) == 0 {
-			return nil, nil, fmt.Errorf("%s: no snapshots among the matching files (%d)", arg, len(skipped))
+			return nil, nil, fmt.Errorf("%s: no %s among the matching files (%d)", arg, wanted, len(skipped))
 		}
 		return found, skipped, nil
 	}
 	if !info.IsDir() {
-		return []Input{{Path: arg, Identity: ParseIdentity(arg)}}, nil, nil
+		// A pipe (<(zcat run.pickle.gz)) can be read only once, by the
+		// decoder; a file that cannot be classified is kept as Other.
+		kind := Snapshot
+		if info.Mode().IsRegular() {
+			kind, _ = classify(arg, texts)
+		}
+		return []Input{{Path: arg, Kind: kind, Identity: ParseIdentity(arg)}}, nil, nil
 	}
-	found, skipped, err = collect(arg)
+	found, skipped, err = collect(arg, texts)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(found) == 0 {
-		return nil, nil, fmt.Errorf("%s: no snapshots in this directory (other files: %d)", arg, len(skipped))
+		return nil, nil, fmt.Errorf("%s: no %s in this directory (other files: %d)", arg, wanted, len(skipped))
 	}
 	return found, skipped, nil
 }
 
 // collect returns the snapshots at path, a file or a directory walked
-// recursively. Hidden files and folders (.git, .ipynb_checkpoints) are not
-// entered.
-func collect(root string) (found []Input, skipped []string, err error) {
+// recursively, and the memory logs and text dumps when texts is set.
+// Hidden files and folders (.git, .ipynb_checkpoints) are not entered.
+func collect(root string, texts bool) (found []Input, skipped []string, err error) {
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -143,18 +173,28 @@ func collect(root string) (found []Input, skipped []string, err error) {
 		if !info.Mode().IsRegular() {
 			return nil
 		}
-		kind, err := KindOfFile(path)
+		kind, err := classify(path, texts)
 		if err != nil {
 			return fmt.Errorf("classifying %s: %w", path, err)
 		}
-		if kind != Snapshot {
+		if kind == Other {
 			skipped = append(skipped, path)
 			return nil
 		}
-		found = append(found, Input{Path: path, Identity: ParseIdentity(path)})
+		found = append(found, Input{Path: path, Kind: kind, Identity: ParseIdentity(path)})
 		return nil
 	})
 	return found, skipped, err
+}
+
+// classify is the kind of the regular file at path: Snapshot or Other, or
+// also MemoryLog or Text when texts is set.
+func classify(path string, texts bool) (Kind, error) {
+	kind, err := KindOfFile(path)
+	if err != nil || kind == Snapshot || !texts {
+		return kind, err
+	}
+	return kindOfText(path)
 }
 
 // compareInputs orders by step, then dump time, then rank and pid, then

@@ -189,3 +189,72 @@ func TestOpenCountsBytes(t *testing.T) {
 		t.Errorf("BytesRead after 5 bytes = %d", r.BytesRead())
 	}
 }
+
+func TestExpandWithLogs(t *testing.T) {
+	dir := t.TempDir()
+	csv := []byte("timestamp,memory_allocated,memory_reserved\n1,2,3\n")
+	oom := []byte("step 9\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 1.00 GiB is free.\n")
+	summary := []byte("|                  PyTorch CUDA memory summary, device ID 0                 |\n")
+	writeTree(t, dir, map[string][]byte{
+		"run/step2/actor_rank0_pid1.pickle":      pickleBytes,
+		"run/actor_rank0_pid1_memory_log.csv":    csv,
+		"run/oom.txt":                            oom,
+		"run/summary.txt":                        summary,
+		"run/train.log":                          []byte("step 1 loss 0.3\n"),
+		"run/model.pt":                           append([]byte("PK\x03\x04\x00"), csv...),
+		"logs/rollout_rank1_pid2_memory_log.csv": csv,
+		"empty/readme.md":                        []byte("# notes\n"),
+	})
+	at := func(name string) string { return filepath.Join(dir, filepath.FromSlash(name)) }
+	tests := []struct {
+		name        string
+		args        []string
+		want        []string // path=kind
+		wantSkipped int
+		wantErr     string
+	}{
+		{name: "directory: snapshots, logs and text dumps; binary and foreign files skipped",
+			args: []string{at("run")},
+			want: []string{"run/step2/actor_rank0_pid1.pickle=snapshot", "run/actor_rank0_pid1_memory_log.csv=memory log",
+				"run/oom.txt=text", "run/summary.txt=text"},
+			wantSkipped: 2},
+		{name: "directory of logs only",
+			args: []string{at("logs")},
+			want: []string{"logs/rollout_rank1_pid2_memory_log.csv=memory log"}},
+		{name: "glob of logs",
+			args: []string{at("run/*.txt")},
+			want: []string{"run/oom.txt=text", "run/summary.txt=text"}},
+		{name: "explicit files are kept and classified",
+			args: []string{at("run/train.log"), at("logs/rollout_rank1_pid2_memory_log.csv")},
+			want: []string{"run/train.log=other", "logs/rollout_rank1_pid2_memory_log.csv=memory log"}},
+		{name: "directory with none of the three", args: []string{at("empty")},
+			wantErr: "no snapshots, memory logs or memory_summary/OOM text in this directory (other files: 1)"},
+	}
+	for _, test := range tests {
+		got, skipped, err := ExpandWithLogs(test.args)
+		if test.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), test.wantErr) {
+				t.Errorf("%s: got error %v, want one containing %q", test.name, err, test.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", test.name, err)
+			continue
+		}
+		p := paths(dir, got)
+		for i, in := range got {
+			p[i] += "=" + in.Kind.String()
+		}
+		if !slices.Equal(p, test.want) {
+			t.Errorf("%s:\n got %q\nwant %q", test.name, p, test.want)
+		}
+		if len(skipped) != test.wantSkipped {
+			t.Errorf("%s: skipped %q, want %d files", test.name, skipped, test.wantSkipped)
+		}
+	}
+	// Expand still keeps only snapshots from a directory.
+	if _, _, err := Expand([]string{at("logs")}); err == nil || !strings.Contains(err.Error(), "no snapshots in this directory") {
+		t.Errorf("Expand of a log-only directory: error %v", err)
+	}
+}

@@ -9,21 +9,33 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"github.com/vramscope/vramscope/memlog"
 )
 
 // Kind is what a file holds, judged by its first bytes.
 type Kind uint8
 
 const (
-	// Other is anything vramscope has no reader for (logs, CSVs, images).
+	// Other is anything vramscope has no reader for (training logs,
+	// images, checkpoints).
 	Other Kind = iota
 	// Snapshot is a pickle, or a gzip or zstd stream of one.
 	Snapshot
+	// MemoryLog is a memory-log CSV (memlog.ParseCSV).
+	MemoryLog
+	// Text holds torch.cuda.memory_summary() tables or CUDA OOM messages
+	// (memlog.ParseMemorySummaries, memlog.ParseOOMMessages).
+	Text
 )
 
 func (k Kind) String() string {
-	if k == Snapshot {
+	switch k {
+	case Snapshot:
 		return "snapshot"
+	case MemoryLog:
+		return "memory log"
+	case Text:
+		return "text"
 	}
 	return "other"
 }
@@ -93,4 +105,40 @@ func KindOfFile(path string) (Kind, error) {
 	}
 	defer f.Close()
 	return KindOf(f)
+}
+
+// binarySniff is how much of a file is searched for a NUL byte before it
+// is read whole for text formats: checkpoints and images in a dump folder
+// can be gigabytes, and none of them is a log.
+const binarySniff = 8 << 10
+
+// kindOfText classifies a file that is not a snapshot as MemoryLog, Text or
+// Other by its content (memlog.Detect). It reads the whole file, since an
+// OOM message may come last in a long log, unless its start shows binary
+// data.
+func kindOfText(path string) (Kind, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Other, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, binarySniff)
+	head, err := br.Peek(binarySniff)
+	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+		return Other, err
+	}
+	if bytes.IndexByte(head, 0) >= 0 {
+		return Other, nil
+	}
+	data, err := io.ReadAll(br)
+	if err != nil {
+		return Other, err
+	}
+	switch memlog.Detect(data) {
+	case memlog.FormatCSV:
+		return MemoryLog, nil
+	case memlog.FormatSummary, memlog.FormatOOM:
+		return Text, nil
+	}
+	return Other, nil
 }

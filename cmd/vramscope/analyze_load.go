@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"slices"
 	"sync"
 
 	"github.com/vramscope/vramscope/analyze"
@@ -26,10 +25,10 @@ import (
 // errNotAnalyzable names what analyze reads, for a file it cannot.
 var errNotAnalyzable = errors.New("not a snapshot, memory-log CSV, memory_summary dump or OOM message")
 
-// loadAll feeds every input named by args to a. Files found in directories
-// or through globs that are neither snapshots nor text analyze reads are
-// skipped with one line on stderr; an input that cannot be read is
-// reported on stderr and counted in failed.
+// loadAll feeds every input named by args to a: snapshots, memory logs and
+// text dumps, which inputs.ExpandWithLogs finds in directories and globs.
+// Other files found there are skipped with one line on stderr; an input
+// that cannot be read is reported on stderr and counted in failed.
 func loadAll(ctx context.Context, stderr io.Writer, args []string, a *analyze.Analyzer) (failed, total int, err error) {
 	return loadAllWith(ctx, stderr, args, a, nil)
 }
@@ -39,37 +38,28 @@ func loadAll(ctx context.Context, stderr io.Writer, args []string, a *analyze.An
 // its views from it). also may be called concurrently; its error counts
 // the input as unreadable.
 func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyze.Analyzer, also snapshotHook) (failed, total int, err error) {
-	ins, skipped, err := inputs.Expand(args)
+	ins, skipped, err := inputs.ExpandWithLogs(args)
 	if err != nil {
 		return 0, 0, &inputError{msg: err.Error()}
 	}
-	var snaps, large []inputs.Input
-	var texts []inputs.Input
+	if len(skipped) > 0 {
+		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(skipped), "file"), skipped[0])
+	}
+	var snaps, large, texts []inputs.Input
 	for _, in := range ins {
-		if in.Path == inputs.Stdin {
-			snaps = append(snaps, in)
+		// Other is a file named on the command line that holds none of
+		// the kinds: loadText says so.
+		if in.Kind != inputs.Snapshot {
+			texts = append(texts, in)
 			continue
 		}
-		// Named files are not sniffed by Expand: a CSV named on the
-		// command line arrives here.
-		kind, err := inputs.KindOfFile(in.Path)
-		if err != nil {
-			return 0, 0, &inputError{msg: err.Error()}
-		}
-		switch info, _ := os.Stat(in.Path); {
-		case kind != inputs.Snapshot:
-			texts = append(texts, in)
-		case info != nil && info.Size() >= progressMinBytes:
+		if info, err := os.Stat(in.Path); in.Path != inputs.Stdin && err == nil && info.Size() >= progressMinBytes {
 			large = append(large, in)
-		default:
+		} else {
 			snaps = append(snaps, in)
 		}
 	}
-	var ignored []string
-	for _, path := range skipped {
-		texts = append(texts, inputs.Input{Path: path, Identity: inputs.ParseIdentity(path)})
-	}
-	total = len(snaps) + len(large) + len(texts)
+	total = len(ins)
 
 	var mu sync.Mutex
 	report := func(in inputs.Input, err error) {
@@ -79,20 +69,13 @@ func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyz
 		fmt.Fprintf(stderr, "vramscope: %s: %v\n", in, err)
 	}
 	for _, in := range texts {
-		explicit := !slices.Contains(skipped, in.Path)
 		ok, err := loadText(in, a)
 		switch {
 		case err != nil:
 			report(in, err)
-		case !ok && explicit:
-			report(in, errNotAnalyzable)
 		case !ok:
-			ignored = append(ignored, in.Path)
-			total--
+			report(in, errNotAnalyzable)
 		}
-	}
-	if len(ignored) > 0 {
-		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(ignored), "file"), ignored[0])
 	}
 
 	jobs := make(chan inputs.Input)

@@ -3,7 +3,10 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vramscope/vramscope/analyze"
@@ -161,5 +164,53 @@ func TestAnalyzeGolden(t *testing.T) {
 		_, stdout, stderr := runCmd(append([]string{"analyze"}, test.args...)...)
 		checkGolden(t, golden, test.name, stdout)
 		checkGolden(t, golden, test.name+".stderr", stderr)
+	}
+}
+
+// TestAnalyzeMemoryLogInputs checks that directories and globs hand their
+// memory-log CSVs to analyze: beside snapshots, and on their own.
+func TestAnalyzeMemoryLogInputs(t *testing.T) {
+	fromRepoRoot(t)
+	const two = "testdata/scenarios/out/two_procs"
+	logs := t.TempDir()
+	for _, name := range []string{"actor_rank0_pid750_memory_log.csv", "rollout_rank1_pid751_memory_log.csv"} {
+		data, err := os.ReadFile(filepath.Join(two, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(logs, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		arg     string
+		verdict analyze.Verdict
+		inputs  [2]int // per process
+	}{
+		{"snapshots and logs", two, analyze.Leak, [2]int{4, 4}},
+		{"directory of logs only", logs, analyze.Leak, [2]int{1, 1}},
+		{"glob of logs", two + "/*.csv", analyze.Leak, [2]int{1, 1}},
+	}
+	for _, test := range tests {
+		code, stdout, stderr := runCmd("analyze", "--json", test.arg)
+		if code != exitOK {
+			t.Errorf("%s: exit %d; stderr:\n%s", test.name, code, stderr)
+			continue
+		}
+		var rep analyze.Report
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Verdict != test.verdict || len(rep.Processes) != 2 {
+			t.Errorf("%s: verdict %s with %d processes, want %s with 2", test.name, rep.Verdict, len(rep.Processes), test.verdict)
+			continue
+		}
+		for i, p := range rep.Processes {
+			logged := slices.ContainsFunc(p.Inputs, func(s string) bool { return strings.HasSuffix(s, "_memory_log.csv") })
+			if len(p.Inputs) != test.inputs[i] || !logged {
+				t.Errorf("%s: %s inputs %q, want %d with its memory log", test.name, p.ID, p.Inputs, test.inputs[i])
+			}
+		}
 	}
 }
