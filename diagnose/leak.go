@@ -43,6 +43,8 @@ type SiteGrowth struct {
 	// AtEnd is the site's allocated bytes after the last event.
 	AtEnd int64
 	Growth
+	// key is siteKey's grouping, which LeakedAllocations matches.
+	key string
 }
 
 // Growth summarizes a series of live bytes per step. The first step is
@@ -203,6 +205,7 @@ func measureSites(sn *snapshot.Snapshot, tl *replay.Timeline, steps []Step, at [
 			Requested: prefixSums(s.req[:len(at)]),
 			Born:      s.born,
 			AtEnd:     s.atEnd,
+			key:       key,
 		})
 	}
 	return out

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/export/perfetto"
 	"github.com/vramscope/vramscope/export/pprofout"
 	"github.com/vramscope/vramscope/inputs"
@@ -24,6 +25,7 @@ type exportFlags struct {
 	device          int
 	largest, points int
 	annotations     int
+	filterFlags
 }
 
 // allDevices is --device's default.
@@ -32,7 +34,7 @@ const allDevices = -1
 func newExportCommand(stderr io.Writer) *cobra.Command {
 	var f exportFlags
 	cmd := &cobra.Command{
-		Use:   "export FILE... [--pprof OUT.pb.gz [--at end|peak]] [--perfetto OUT.json] [--device N]",
+		Use:   "export FILE... [--pprof OUT.pb.gz [--at end|peak|leak]] [--perfetto OUT.json] [--device N]",
 		Short: "Write live memory by stack as a pprof profile, or memory over time as a Perfetto trace",
 		Long: `Export writes snapshots in formats that existing viewers open.
 
@@ -41,7 +43,10 @@ inuse_space and inuse_objects by stack, with labels device, stream, state
 (allocated or pending_free), pool and user_metadata, and numeric labels bytes
 and requested. --at end takes the snapshot's own active blocks (the total is
 what torch.cuda.memory_stats() reported as active bytes at the dump); --at
-peak takes each device's replayed allocated peak. Pending frees are included
+peak takes each device's replayed allocated peak; --at leak takes the blocks
+still allocated at the end whose callsite grows every step (as vramscope
+steps finds them, with --focus and --ignore), so the total is what the leaks
+hold. Pending frees are included
 because they still hold memory; -tagfocus state=allocated drops them. It needs
 exactly one FILE: to compare two snapshots, export each and use -diff_base.
 
@@ -63,12 +68,13 @@ FILEs become separate processes on one clock (ranks of a job, or steps).
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.pprof, "pprof", "", "write a gzipped pprof profile of live bytes by stack to `OUT.pb.gz`")
-	fl.StringVar(&f.at, "at", "end", "pprof moment: end (the dump) or peak (each device's allocated peak)")
+	fl.StringVar(&f.at, "at", "end", "pprof blocks: end (live at the dump), peak (at each device's allocated peak) or leak (the leaking callsites' blocks at the end)")
 	fl.StringVar(&f.perfetto, "perfetto", "", "write a Chrome/Perfetto JSON trace to `OUT.json`")
 	fl.IntVar(&f.device, "device", allDevices, "export only device `N` (default: all)")
 	fl.IntVar(&f.largest, "largest", 200, "perfetto: slices for the `N` largest allocations per device")
 	fl.IntVar(&f.points, "points", perfetto.DefaultPoints, "perfetto: at most `N` points per counter series")
 	fl.IntVar(&f.annotations, "annotations", perfetto.DefaultAnnotations, "perfetto: keep the `N` longest annotation ranges per device")
+	f.register(cmd)
 	return cmd
 }
 
@@ -85,9 +91,12 @@ func export(ctx context.Context, stderr io.Writer, args []string, f exportFlags)
 	if f.pprof == "" && f.perfetto == "" {
 		return errors.New("export: nothing to write: give --pprof, --perfetto or both")
 	}
-	at, err := pprofout.ParseMoment(f.at)
+	if err := checkAt(f.at); err != nil {
+		return err
+	}
+	filter, err := f.filter()
 	if err != nil {
-		return fmt.Errorf("export --at: %w", err)
+		return err
 	}
 	ins, err := expandSnapshots(stderr, args)
 	if err != nil {
@@ -113,7 +122,7 @@ func export(ctx context.Context, stderr io.Writer, args []string, f exportFlags)
 	}
 
 	if f.pprof != "" {
-		if err := writePprof(stderr, f.pprof, all[0], at); err != nil {
+		if err := writePprof(stderr, f.pprof, all[0], f.at, filter); err != nil {
 			return err
 		}
 	}
@@ -141,11 +150,14 @@ func loadReplayed(in inputs.Input, stderr io.Writer, dev int) (loaded, error) {
 	return loaded{in: in, sn: sn, timelines: tls}, nil
 }
 
-func writePprof(stderr io.Writer, path string, l loaded, at pprofout.Moment) error {
-	blocks, timeUS := pprofout.Live(l.sn, l.timelines, at)
-	meta := pprofout.Meta{TimeUS: timeUS, Comments: []string{"vramscope export: " + l.in.String() + " at " + at.String()}}
+func writePprof(stderr io.Writer, path string, l loaded, at string, filter *callsite.Filter) error {
+	blocks, timeUS, err := pprofBlocks(l, at, filter)
+	if err != nil {
+		return err
+	}
+	meta := pprofout.Meta{TimeUS: timeUS, Comments: []string{"vramscope export: " + l.in.String() + " at " + at}}
 	var st pprofout.Stats
-	err := writeFile(path, func(w io.Writer) (err error) {
+	err = writeFile(path, func(w io.Writer) (err error) {
 		st, err = pprofout.Write(w, l.sn, blocks, meta)
 		return err
 	})

@@ -3,10 +3,17 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/pprof/profile"
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/inputs"
 )
 
 // TestExport writes both formats from one run and checks that each file is
@@ -86,5 +93,62 @@ func TestExportErrors(t *testing.T) {
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("%s: %s was written", tt.name, out)
 		}
+	}
+}
+
+// TestExportLeak checks that --at leak writes the leaking callsites' blocks
+// at the end of the trace: the profile's total is the bytes the leaks hold
+// there (steps' AtEnd of each leak site), and nothing else.
+func TestExportLeak(t *testing.T) {
+	fromRepoRoot(t)
+	const step4 = "testdata/scenarios/out/leak_closure/step4/server_rank0_pid561.pickle.gz"
+	out := filepath.Join(t.TempDir(), "leak.pb.gz")
+	if code, _, stderr := runCmd("export", step4, "--pprof", out, "--at", "leak"); code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, s := range p.Sample {
+		total += s.Value[1] // inuse_space
+	}
+
+	sn, tls, err := loadDevices(inputs.Input{Path: step4}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter, err := callsite.NewFilter("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaked int64
+	var sites []string
+	for _, tl := range tls {
+		r := diagnose.Leak(sn, tl, diagnose.DetectSteps(sn, tl, filter), filter)
+		for _, s := range r.Sites {
+			if s.Leak {
+				leaked += s.AtEnd
+				sites = append(sites, s.Site.Frame.Name)
+			}
+		}
+	}
+	// Block sizes: 4 logits tensors of 38.00 MiB, 4 masks of 1.16 MiB.
+	if want := []string{"compute_next_token_logits", "allocate_vocab_mask"}; !slices.Equal(sites, want) {
+		t.Fatalf("leak sites %q, want %q", sites, want)
+	}
+	if total != leaked || total != 4*39845888+4*1216512 {
+		t.Errorf("profile total %d B, want the leaked %d B", total, leaked)
+	}
+
+	healthy := "testdata/scenarios/out/leak_fixed/step4/server_rank0_pid592.pickle.gz"
+	if code, _, stderr := runCmd("export", healthy, "--pprof", out, "--at", "leak"); code != exitInputError || !strings.Contains(stderr, "no callsite leaks") {
+		t.Errorf("no leak: exit %d, stderr %q; want exit 2 saying so", code, stderr)
 	}
 }

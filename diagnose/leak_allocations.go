@@ -1,0 +1,41 @@
+package diagnose
+
+import (
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// LeakedAllocations returns the indexes in tl.Allocations of the blocks
+// still allocated at the end of the trace whose callsite r judged a leak:
+// their sizes add up to the leak sites' AtEnd. sn, tl and f must be the
+// ones r was computed from. It is the selection export writes as a pprof
+// profile (pprofout.Allocations(tl, tl.Len()-1, idx)); nil without a leak.
+func (r *LeakReport) LeakedAllocations(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) []int {
+	leaking := map[string]bool{}
+	for _, s := range r.Sites {
+		if s.Leak {
+			leaking[s.key] = true
+		}
+	}
+	if len(leaking) == 0 {
+		return nil
+	}
+	keys := map[snapshot.StackID]string{} // a site per stack, as measureSites names them
+	var idx []int
+	for k := range tl.Allocations {
+		a := &tl.Allocations[k]
+		if a.Free != replay.LiveAtEnd {
+			continue
+		}
+		key, ok := keys[a.Stack]
+		if !ok {
+			key = siteKey(f.Site(sn, a.Stack), a.Stack)
+			keys[a.Stack] = key
+		}
+		if leaking[key] {
+			idx = append(idx, k)
+		}
+	}
+	return idx
+}
