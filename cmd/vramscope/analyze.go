@@ -59,13 +59,19 @@ func newAnalyzeCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: `Analyze groups snapshots, memory-log CSVs and memory_summary() or OOM text
 dumps into processes (rank, pid and tag from names such as
 step2/actor_rank0_pid746.pickle), orders each process's snapshots by step,
-and compares them: callsites whose live bytes grow steadily are leaks,
-reserved memory that grows while allocated does not is fragmentation.
-Each snapshot's trace adds its peak, OOMs and per-step growth. Memory logs
-give the same verdicts from their totals, without naming code.
+and compares them: callsites whose live bytes grow steadily are leaks;
+cached memory (reserved minus allocated) that grows steadily beyond 1.5x
+the peak allocated is fragmentation. Each snapshot's trace adds its peak,
+OOMs and per-step growth. Memory logs give the same verdicts from their
+totals, without naming code.
 
 PATH may be a file, "-" (a snapshot on standard input), a directory
-(searched recursively) or a quoted glob.`,
+(searched recursively) or a quoted glob; directories and globs contribute
+their snapshots, memory-log CSVs and memory_summary/OOM text files.
+
+Exit status 3 when the gate (--fail-on, --max-growth, --max-peak) trips.`,
+		Example: `  vramscope analyze testdata/scenarios/out/leak_closure
+  vramscope analyze --json --fail-on leak,oom runs/step*/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runAnalyze(cmd.Context(), stdout, stderr, args, fl)

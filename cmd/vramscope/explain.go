@@ -47,6 +47,8 @@ largest free block could not serve it, and what to change.
 
 A callsite is the first frame of your code: torch, installed packages, the
 standard library and C++ frames are skipped. --focus and --ignore adjust that.`,
+		Example: `  vramscope explain testdata/scenarios/out/frag_oom/frag_oom.pickle.gz
+  vramscope explain --focus "mylib/" --json step4/*.pickle`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := ff.filter()

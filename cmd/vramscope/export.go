@@ -61,6 +61,8 @@ their size and stack. Several
 FILEs become separate processes on one clock (ranks of a job, or steps).
 
 --device N keeps only device N (cuda:N) of each file.`,
+		Example: `  vramscope export step4.pickle --pprof leak.pb.gz --at leak && go tool pprof -top leak.pb.gz
+  vramscope export "runs/step*/rank*.pickle" --perfetto run.json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return export(cmd.Context(), stderr, args, f)

@@ -1,65 +1,119 @@
-// Vramscope diagnoses PyTorch GPU memory problems from the snapshots that
-// torch.cuda.memory._dump_snapshot writes.
+// Vramscope tells why PyTorch GPU memory grows, fragments or runs out, and
+// which line of code caused it, from the snapshots that
+// torch.cuda.memory._dump_snapshot writes, memory-log CSVs,
+// torch.cuda.memory_summary() dumps and CUDA OOM messages.
 //
 // Usage:
 //
-//	vramscope stats [--json] FILE...
+//	vramscope COMMAND [flags] PATH...
 //
-// Each FILE is a snapshot pickle, optionally compressed with gzip or zstd
-// (recognized by content, not by name), "-" for standard input, a directory
-// (searched recursively; files that are not snapshots, such as logs and
-// CSVs, are skipped) or a quoted glob. Names like
-// step2/actor_rank0_pid746.pickle or 20250601-1200/actor_rank0_pid746.pickle
-// (verl's memory snapshot sampler) give each file a tag, rank, pid, step or
-// dump time; the files of one directory are read in step, time and rank
-// order.
+// A PATH is a snapshot pickle, optionally compressed with gzip or zstd
+// (recognized by content, not by name), "-" for standard input, a
+// directory (searched recursively) or a quoted glob. Directories and globs
+// contribute the snapshots among their files; analyze also takes their
+// memory logs and text dumps, and the others are skipped with a note on
+// standard error. Names like step2/actor_rank0_pid746.pickle or
+// 20250601-1200/actor_rank0_pid746.pickle (verl's memory snapshot sampler)
+// give each file a tag, rank, pid, step or dump time, and the files of one
+// directory are read in step, time and rank order.
 //
-// # stats
+// A callsite is the first frame of user code in a stack: torch, installed
+// packages, the standard library and C++ frames are skipped. --focus and
+// --ignore (regexps of files or functions) adjust which frames count.
 //
-// Stats prints, per device and per allocator pool (pool id, stream, small or
-// large): reserved, allocated, active and requested bytes, which equal
-// torch.cuda.memory_stats() at the moment of the dump; segment and block
-// counts; internal waste (rounding inside allocated blocks); free bytes in
-// partly used segments, which empty_cache() cannot release, versus fully
-// free segments, which it can; the largest free block; trace events by
-// action and their time span; and the caveats that limit what the file can
-// tell (no stacks recorded, ring buffer wrapped, blocks allocated before
-// recording started).
+// Standard output carries only the report; progress bars (for files of 64
+// MiB or more, when standard error is a terminal), notes and errors go to
+// standard error. Every report has a --json form.
 //
-//	$ vramscope stats snapshot/testdata/format/default.pickle
-//	$ vramscope stats --json mem_snapshots/ | jq '.files[].devices[].reserved_bytes'
-//
-// --json prints {"files": [{"path", "devices": [{"device", "reserved_bytes",
-// "allocated_bytes", "active_bytes", "requested_bytes", "segments",
-// "blocks", "events": {"alloc": N, ...}, "pools": [...], "caveats": [...]}],
-// "caveats": [...]}]}.
-//
-// Loading a file of 64 MiB or more shows a progress bar on standard error
-// when standard error is a terminal. Standard output carries only the
-// report.
+// Each example below runs in this repository's root on the fixtures it
+// ships; doc_test.go runs them all.
 //
 // # analyze
 //
-//	vramscope analyze [--json] [--fail-on leak,fragmentation,oom] [--max-growth SIZE] [--max-peak SIZE] PATH...
-//
-// Analyze groups snapshots, memory-log CSVs, memory_summary() dumps and
-// OOM messages into processes (rank and pid from the names), orders each
-// process's snapshots by step and compares them: callsites whose live
-// bytes grow steadily are leaks, cached memory (reserved minus allocated)
-// that grows steadily beyond 1.5x the peak allocated is fragmentation.
-// Each trace adds its peak and OOMs. It prints a verdict per process and
-// overall (oom, leak, fragmentation or healthy) and the findings, each
-// with its callsite, a short stack, the evidence and the fix.
+// Analyze answers "does this job leak, fragment or run out of memory, and
+// where?". It groups its inputs into processes (rank and pid from the
+// names), orders each process's snapshots by step and compares them:
+// callsites whose live bytes grow steadily are leaks, cached memory
+// (reserved minus allocated) that grows steadily beyond 1.5x the peak
+// allocated is fragmentation. Each trace adds its peak and OOMs; memory
+// logs give the same verdicts from their totals. It prints a verdict per
+// process and overall (oom, leak, fragmentation or healthy) and the
+// findings, each with its callsite, a short stack, the evidence and the
+// fix. --fail-on, --max-growth and --max-peak make it a CI gate.
 //
 //	$ vramscope analyze testdata/scenarios/out/leak_closure
-//	$ vramscope analyze --json --fail-on leak mem_snapshots/ logs/*.csv
+//	$ vramscope analyze --json testdata/scenarios/out/two_procs
+//	$ vramscope analyze --fail-on leak testdata/scenarios/out/leak_closure   # exits 3
+//
+// # stats
+//
+// Stats answers "what is in this snapshot?": per device and allocator pool,
+// reserved, allocated, active and requested bytes (equal to
+// torch.cuda.memory_stats() at the dump), segment and block counts,
+// internal waste, free bytes in partly used segments (which empty_cache()
+// cannot release) versus fully free ones (which it can), the largest free
+// block, trace events by action and their time span, and the caveats that
+// limit what the file can tell (no stacks, ring buffer wrapped, blocks
+// allocated before recording started).
+//
+//	$ vramscope stats snapshot/testdata/format/default.pickle
+//
+// # explain
+//
+// Explain answers "why is the peak this high, where is the free memory
+// stuck, and why did this allocation fail?" for each snapshot's devices:
+// the blocks live at the allocated peak by callsite, persistent versus
+// transient, and the peak without the largest transient; reserved minus
+// allocated split into fully free segments, memory trapped in partly used
+// ones (and the callsites that pin it), pending frees and private pools;
+// and for each OOM, the request, the largest free block and what to
+// change.
+//
+//	$ vramscope explain testdata/scenarios/out/frag_oom/frag_oom.pickle.gz
+//
+// # oom
+//
+// Oom answers "what does this CUDA out-of-memory message mean?" without a
+// snapshot: it reads the messages of any torch release (the argument,
+// --file or standard input) and explains each one's numbers.
+//
+//	$ vramscope oom --file testdata/scenarios/out/frag_oom/oom_message.txt
+//
+// # steps
+//
+// Steps answers "which callsite grows every iteration?" inside one trace:
+// it splits the trace into steps (step=N user metadata, record_function
+// annotations such as ProfilerStep#N, or the repeating allocation
+// pattern), prints the allocated bytes at the end of each step and the
+// live bytes per callsite, and reports a leak for each callsite that grows
+// by a steady amount in (nearly) every step after the first.
+//
+//	$ vramscope steps testdata/scenarios/out/leak_closure/step4/server_rank0_pid561.pickle.gz
+//
+// # export
+//
+// Export writes what existing viewers open: --pprof a gzipped heap profile
+// of the blocks live at the dump (--at end), at each device's allocated
+// peak (--at peak) or held by the leaking callsites (--at leak), for go
+// tool pprof; --perfetto a Chrome trace-event JSON of memory over time,
+// OOMs, annotations and the largest allocations, for ui.perfetto.dev.
+//
+//	$ vramscope export testdata/scenarios/out/leak_closure/step4/server_rank0_pid561.pickle.gz --pprof leak.pb.gz --at leak
+//	$ vramscope export testdata/scenarios/out/two_procs/step4 --perfetto two_procs.json
+//
+// # report and serve
+//
+// Report writes the analysis as one offline HTML file, and serve shows the
+// same views in a browser on demand; see their --help.
 //
 // # Exit status
 //
-// 0 when every input was read, 1 for a usage error, 2 when an input could
-// not be read (the message names the file and the reason; the other inputs
-// are still reported), 3 when analyze's gate (--fail-on, --max-growth,
-// --max-peak) trips.
+// 0 when every input was read (and the gate, if any, passed); 1 for a
+// usage error (unknown command or flag, bad flag value, wrong number of
+// arguments); 2 when an input could not be read or an output file could
+// not be written (the message names the file and the reason; the other
+// inputs are still reported); 3 when analyze's gate (--fail-on,
+// --max-growth, --max-peak) trips.
 package main
 
 import (
@@ -92,7 +146,7 @@ func main() {
 func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	root := &cobra.Command{
 		Use:   "vramscope",
-		Short: "Diagnose PyTorch GPU memory from torch.cuda.memory._dump_snapshot pickles",
+		Short: "Tell why PyTorch GPU memory grows, fragments or runs out, and which line of code caused it",
 		// Errors are printed once, below, with the exit code that fits them.
 		SilenceErrors: true,
 		SilenceUsage:  true,

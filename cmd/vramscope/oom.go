@@ -23,6 +23,8 @@ argument, the file named by --file, or standard input) and explains each:
 the allocation that failed, how much reserved memory was trapped in partly
 used segments, whether a per-process memory fraction was in force, and what
 to change. A snapshot explains more: see vramscope explain.`,
+		Example: `  vramscope oom --file train.log
+  pbpaste | vramscope oom --json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r io.Reader = cmd.InOrStdin()

@@ -24,6 +24,8 @@ action with their time span, and the caveats that limit the analysis.
 
 FILE may be a snapshot (.pickle, gzip or zstd, recognized by content), "-" for
 standard input, a directory (searched recursively) or a quoted glob.`,
+		Example: `  vramscope stats snapshot/testdata/format/default.pickle
+  vramscope stats --json mem_snapshots/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return stats(cmd.Context(), stdout, stderr, args, asJSON)

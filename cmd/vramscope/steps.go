@@ -30,7 +30,8 @@ which frames count, as for explain.
 
 FILE may be a snapshot (.pickle, gzip or zstd, recognized by content), "-" for
 standard input, a directory (searched recursively) or a quoted glob.`,
-		Args: cobra.MinimumNArgs(1),
+		Example: `  vramscope steps testdata/scenarios/out/leak_closure/step4/server_rank0_pid561.pickle.gz`,
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := ff.filter()
 			if err != nil {
