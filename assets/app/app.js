@@ -8,6 +8,14 @@
 
 const drawn = { timeline: 0, state: 0, flame: 0, sites: 0 };
 
+// later runs fn once the boxes just built are laid out (charts size
+// themselves to their box); main waits for every such draw, nested ones
+// included, before it marks the page drawn.
+const pending = [];
+function later(fn) {
+  pending.push(new Promise((resolve) => setTimeout(() => { try { fn(); } finally { resolve(); } }, 0)));
+}
+
 function fmtBytes(n) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let v = Math.abs(n), u = 0;
@@ -71,7 +79,10 @@ async function main() {
     (api ? " · click the timeline to see the allocator and live memory at that moment" : "")));
   for (const pr of p.processes) app.appendChild(processSection(pr));
   if (api) app.appendChild(diffSection(p));
+  while (pending.length) await pending.shift();
   document.body.dataset.charts = JSON.stringify(drawn);
+  // Milliseconds from navigation to drawn, for the benchmark.
+  document.body.dataset.drawnMs = Math.round(performance.now());
   document.body.dataset.drawn = "1";
 }
 
@@ -120,7 +131,9 @@ function snapshotPanel(pr) {
     o.value = k;
     select.appendChild(o);
   });
-  select.value = choices.length - 1;
+  const at = linkedMoment();
+  const linked = at ? choices.findIndex((c) => c.sv.id === at.snapshot && c.dv.device === at.device) : -1;
+  select.value = linked >= 0 ? linked : choices.length - 1;
   if (choices.length > 1) pick.append(el("label", "", "Snapshot "), select);
   const show = () => {
     body.innerHTML = "";
@@ -128,7 +141,7 @@ function snapshotPanel(pr) {
     deviceView(body, pr, c.sv, c.dv);
   };
   select.addEventListener("change", show);
-  show();
+  later(show);
   return panel;
 }
 
@@ -138,20 +151,36 @@ function deviceView(body, pr, sv, dv) {
   const flameBox = el("div", "flame");
   body.append(el("h3", "", "Memory over time"), tl);
   if (dv.caveats.length) body.appendChild(el("ul", "notes", dv.caveats.map((c) => `<li>${esc(c)}</li>`).join("")));
-  body.append(el("h3", "", "Allocator state"), tabs(dv.states, (st) => st.label, (st) => { drawn.state += drawAllocState(stateBox, st) ? 1 : 0; }), stateBox);
+  const stateTabs = tabs(dv.states, (st) => st.label, (st) => { drawn.state += drawAllocState(stateBox, st) ? 1 : 0; });
+  body.append(el("h3", "", "Allocator state"), stateTabs, stateBox);
   const flames = dv.flames.slice();
   if (pr.leaked && sv === pr.snapshots[pr.snapshots.length - 1]) flames.push(pr.leaked);
-  body.append(el("h3", "", "Live memory by stack"), tabs(flames, (f) => f.label, (f) => drawFlame(flameBox, f)), flameBox);
+  const flameTabs = tabs(flames, (f) => f.label, (f) => drawFlame(flameBox, f));
+  body.append(el("h3", "", "Live memory by stack"), flameTabs, flameBox);
   if (dv.events > 0) {
-    drawTimeline(tl, dv, async (event) => {
+    const pick = async (event) => {
       if (!api) return;
       const [st, fl] = await Promise.all([api.state(sv.id, dv.device, event), api.flame(sv.id, dv.device, event)]);
+      for (const b of [...stateTabs.children, ...flameTabs.children]) b.classList.remove("on");
       drawAllocState(stateBox, st);
       drawFlame(flameBox, fl);
-    });
+    };
+    drawTimeline(tl, dv, pick);
+    // ?at=SNAPSHOT:DEVICE:EVENT opens the served UI at that moment, so a
+    // link can point a colleague at it.
+    const at = linkedMoment();
+    if (api && at && at.snapshot === sv.id && at.device === dv.device) {
+      later(() => pending.push(pick(at.event)));
+    }
   } else {
     tl.appendChild(el("p", "sub", "No trace in this snapshot (recording was off): only the state at the dump is known."));
   }
+}
+
+// linkedMoment parses ?at=SNAPSHOT:DEVICE:EVENT, or returns null.
+function linkedMoment() {
+  const at = (new URLSearchParams(location.search).get("at") || "").split(":").map(Number);
+  return at.length === 3 && at.every(Number.isInteger) ? { snapshot: at[0], device: at[1], event: at[2] } : null;
 }
 
 // tabs renders one button per item and shows the first.
@@ -165,7 +194,7 @@ function tabs(items, label, show) {
       show(it);
     });
     bar.appendChild(b);
-    if (k === 0) { b.classList.add("on"); setTimeout(() => show(it), 0); }
+    if (k === 0) { b.classList.add("on"); later(() => show(it)); }
   });
   return bar;
 }
@@ -178,7 +207,7 @@ function drawTimeline(box, dv, onPick) {
   const xs = s.x.map((x) => x / scale);
   const data = [xs, s.allocated_max, s.allocated_min, s.reserved_max, s.reserved_min];
   const width = Math.max(500, box.clientWidth || 1000);
-  const bytesAxis = { values: (u, vals) => vals.map(fmtBytes), size: 80 };
+  const bytesAxis = { values: (u, vals) => vals.map(fmtBytes), size: 90 };
   const opts = {
     width, height: 260,
     scales: { x: { time: false } },
@@ -254,15 +283,15 @@ function sitesPanel(pr) {
   const xs = pr.totals.map((t, k) => (t.step !== null ? t.step : k));
   const series = [{ label: pr.totals.every((t) => t.step !== null) ? "step" : "snapshot" }];
   for (const s of shown) series.push({ label: (s.leak ? "LEAK " : "") + s.site, stroke: siteColor(s.site), width: s.leak ? 3 : 1, value: (u, v) => v === null ? "" : fmtBytes(v) });
-  setTimeout(() => {
+  later(() => {
     new uPlot({
       width: Math.max(500, box.clientWidth || 1000), height: 220,
       scales: { x: { time: false } },
-      axes: [{}, { values: (u, vals) => vals.map(fmtBytes), size: 80 }],
+      axes: [{}, { values: (u, vals) => vals.map(fmtBytes), size: 90 }],
       series, legend: { show: false },
     }, [xs, ...shown.map((s) => s.bytes)], chartBox);
-  }, 0);
-  drawn.sites++;
+    drawn.sites++;
+  });
   const rows = pr.sites.map((s) => `<tr class="${s.leak ? "leak" : ""}"><td><span class="sw" style="background:${siteColor(s.site)}"></span>${esc(s.site)}${s.leak ? " <b>leak</b>" : ""}</td>` +
     s.bytes.map((b) => `<td class="num">${fmtBytes(b)}</td>`).join("") + "</tr>").join("");
   box.appendChild(el("table", "sites", `<tr><th>callsite</th>${xs.map((x) => `<th>${series[0].label} ${x}</th>`).join("")}</tr>${rows}`));
@@ -286,12 +315,19 @@ function diffSection(p) {
   const go = el("button", "", "Compare");
   const out = el("div");
   sec.append(el("label", "", "Base "), a, el("label", "", " Other "), b, go, out);
-  go.addEventListener("click", async () => {
+  const compare = async () => {
     const d = await api.diff(a.value, b.value);
     out.innerHTML = "";
     out.appendChild(el("table", "sites", "<tr><th>callsite</th><th>base</th><th>other</th><th>change</th></tr>" +
       d.rows.map((r) => `<tr><td><span class="sw" style="background:${siteColor(r.site)}"></span>${esc(r.site)}</td><td class="num">${fmtBytes(r.base)}</td><td class="num">${fmtBytes(r.other)}</td><td class="num ${r.delta > 0 ? "up" : ""}">${r.delta > 0 ? "+" : ""}${fmtBytes(r.delta)}</td></tr>`).join("")));
-  });
+  };
+  go.addEventListener("click", compare);
+  // ?diff=BASE,OTHER opens the comparison.
+  const linked = (new URLSearchParams(location.search).get("diff") || "").split(",");
+  if (linked.length === 2) {
+    [a.value, b.value] = linked;
+    pending.push(compare());
+  }
   return sec;
 }
 
