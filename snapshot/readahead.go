@@ -9,6 +9,8 @@ import (
 // that the copies out of the page cache (and gzip/zstd decompression, when
 // r decompresses) run on another core than the pickle VM. On 2 cores this
 // is the cheap half of parallel decoding (shared/research/pickle-bench.md).
+// Measured: a 210 MB real-derived snapshot gzipped to 16 MB decodes in
+// 1.16-1.39 s instead of 1.50-1.61 s; raw files gain nothing measurable.
 type readAhead struct {
 	full chan chunk
 	free chan []byte
