@@ -435,8 +435,10 @@ func okUint(d *dictB, k key) bool {
 	return !d.set.has(k) || (d.f[k].Kind == pickle.KindInt && int64(d.f[k].N) >= 0)
 }
 
-// stackField reads "frames" (plus 2.0's "cpp_frames" strings, appended as
-// frames after the Python ones). An absent key is NoStack.
+// stackField reads "frames" (plus torch 2.0's "cpp_frames" strings, which
+// become frames innermost of the Python ones: the C++ frames of a 2.0 trace
+// are the allocator and dispatcher calls beneath the Python call). An
+// absent key is NoStack.
 func (b *builder) stackField(what string, d *dictB) (StackID, error) {
 	id := NoStack
 	if d.set.has(kFrames) {
@@ -462,14 +464,14 @@ func (b *builder) stackField(what string, d *dictB) (StackID, error) {
 	if v.Kind != vList {
 		return 0, fmt.Errorf("%s: \"cpp_frames\" is %s, want a list of str", what, b.describe(v))
 	}
-	frames := append([]FrameID(nil), b.sn.Stack(id)...)
+	var frames []FrameID
 	for _, s := range b.lists[v.N] {
 		if s.Kind != pickle.KindString {
 			return 0, fmt.Errorf("%s: \"cpp_frames\" holds %s, want str", what, b.describe(s))
 		}
 		frames = append(frames, b.sn.InternFrame(Frame{Name: b.sn.strings[s.N]}))
 	}
-	return b.sn.InternStack(frames), nil
+	return b.sn.InternStack(append(frames, b.sn.Stack(id)...)), nil
 }
 
 func (b *builder) stream(what string, d *dictB) (StreamID, error) {
@@ -765,12 +767,14 @@ func (b *builder) closeSegment(d *dictB) (pickle.Value, error) {
 // segment's requested size.
 func (b *builder) fillOlderFields(d *dictB, s *Segment) {
 	blocks := b.sn.Blocks[s.FirstBlock : s.FirstBlock+s.NumBlocks]
-	if len(blocks) > 0 && blocks[0].Address == 0 && s.Address != 0 {
-		addr := s.Address
-		for i := range blocks {
+	// Blocks tile their segment in address order; before 2.1 only active
+	// blocks (through their history) carry an address, if any does.
+	addr := s.Address
+	for i := range blocks {
+		if blocks[i].Address == 0 {
 			blocks[i].Address = addr
-			addr += blocks[i].Size
 		}
+		addr = blocks[i].Address + blocks[i].Size
 	}
 	if !d.set.has(kRequestedSize) {
 		for _, blk := range blocks {

@@ -422,3 +422,82 @@ func sameStack(a, b *Snapshot, x, y StackID) bool {
 	}
 	return true
 }
+
+// Files in the torch 1.x and 2.0 layouts (default.pickle rewritten into
+// them: testdata/legacy/README.md) decode to the same segments and blocks,
+// with addresses derived from segment offsets and requested sizes and
+// stacks taken from block history where the layout has it.
+func TestLegacyLayouts(t *testing.T) {
+	base := readFixture(t, "testdata/format/default.pickle")
+	for _, c := range []struct {
+		file    string
+		gen     Generation
+		history bool
+		events  int
+	}{
+		{"v1_12_list.pickle", GenLegacyList, false, 0},
+		{"v1_13_list.pickle", GenLegacyList, true, 0},
+		{"v2_0_history.pickle", GenHistory, true, 56},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			sn := readFixture(t, "testdata/legacy/"+c.file)
+			if sn.Generation != c.gen || sn.Protocol != 2 {
+				t.Errorf("generation, protocol = %v, %d; want %v, 2", sn.Generation, sn.Protocol, c.gen)
+			}
+			if len(sn.Segments) != len(base.Segments) || len(sn.Blocks) != len(base.Blocks) {
+				t.Fatalf("segments, blocks = %d, %d", len(sn.Segments), len(sn.Blocks))
+			}
+			var requested uint64
+			for i := range sn.Segments {
+				s, bs := &sn.Segments[i], &base.Segments[i]
+				if s.Address != bs.Address || s.TotalSize != bs.TotalSize || s.AllocatedSize != bs.AllocatedSize || s.Type != bs.Type {
+					t.Errorf("segment %d: %+v, want %+v", i, *s, *bs)
+				}
+				requested += s.RequestedSize
+				for j, b := range sn.SegmentBlocks(s) {
+					want := base.SegmentBlocks(bs)[j]
+					if b.Address != want.Address || b.Size != want.Size || b.State != want.State {
+						t.Errorf("segment %d block %d: %+v, want %+v", i, j, b, want)
+					}
+					if !b.State.Active() {
+						continue
+					}
+					if c.history {
+						if b.RequestedSize != want.RequestedSize || len(sn.Stack(b.Stack)) == 0 ||
+							sn.Frames[sn.Stack(b.Stack)[0]].Name != "workload" {
+							t.Errorf("segment %d block %d: requested %d, stack %v; want %d from workload",
+								i, j, b.RequestedSize, sn.Stack(b.Stack), want.RequestedSize)
+						}
+					} else if b.RequestedSize != b.Size || b.Stack != NoStack {
+						t.Errorf("segment %d block %d: requested %d, stack %d; want the block size and no stack", i, j, b.RequestedSize, b.Stack)
+					}
+				}
+			}
+			wantRequested := uint64(199755339) // torch's requested_bytes
+			if !c.history {
+				wantRequested = 201852928 // without history, the block sizes
+			}
+			if requested != wantRequested {
+				t.Errorf("requested = %d, want %d", requested, wantRequested)
+			}
+			n := 0
+			for _, tr := range sn.Traces {
+				n += tr.Len()
+			}
+			if n != c.events {
+				t.Fatalf("events = %d, want %d", n, c.events)
+			}
+			if c.events == 0 {
+				return
+			}
+			// 2.0 C++ frames come first (innermost), then the Python ones:
+			// as many frames as the 2.11 stack had.
+			e, be := sn.Traces[0].At(1), base.Traces[0].At(1)
+			got := sn.Stack(e.Stack)
+			if e.Action != ActionAlloc || len(got) != len(base.Stack(be.Stack)) ||
+				sn.Frames[got[0]].Name != "torch::unwind::unwind()" || e.TimeUS != 0 {
+				t.Errorf("event 1: %+v with %d frames, first %q", *e, len(got), sn.Frames[got[0]].Name)
+			}
+		})
+	}
+}
