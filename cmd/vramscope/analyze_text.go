@@ -69,14 +69,16 @@ func writeProcessFigures(b *strings.Builder, pr analyze.Process) {
 }
 
 // writeFinding prints one finding: title, callsite and stack, evidence and
-// fix.
+// fix. A low-severity finding is context for the verdict, not a cause, so
+// it gets its title, place and fix only; --json has its evidence.
 func writeFinding(b *strings.Builder, n int, f diagnose.Finding) {
 	fmt.Fprintf(b, "  %d. [%s %s] %s\n", n, f.Severity, f.Kind, f.Title)
+	low := f.Severity == diagnose.Low
 	switch {
 	case f.Callsite != nil:
 		fmt.Fprintf(b, "     at %s\n", frameText(*f.Callsite))
 		for _, fr := range f.Stack {
-			if fr != *f.Callsite {
+			if fr != *f.Callsite && !low {
 				fmt.Fprintf(b, "        from %s\n", frameText(fr))
 			}
 		}
@@ -84,6 +86,9 @@ func writeFinding(b *strings.Builder, n int, f diagnose.Finding) {
 		fmt.Fprintf(b, "     at: %v\n", f.Evidence["callsite_reason"])
 	}
 	for _, k := range slices.Sorted(maps.Keys(f.Evidence)) {
+		if low {
+			break
+		}
 		if textOmits[k] {
 			continue
 		}
@@ -135,6 +140,9 @@ func evidenceText(key string, v any) string {
 	case map[string]any:
 		parts := make([]string, 0, len(v))
 		for _, k := range slices.Sorted(maps.Keys(v)) {
+			if k == "title" { // a nested finding's title repeats the outer one
+				continue
+			}
 			parts = append(parts, k+" "+evidenceText(k, v[k]))
 		}
 		return "{" + strings.Join(parts, "; ") + "}"
