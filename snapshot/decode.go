@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 
 	"github.com/vramscope/vramscope/internal/pickle"
 )
@@ -368,12 +369,30 @@ func popcount(s keySet) int {
 	return n
 }
 
-// countExtra records the unknown keys of a typed record.
-func (b *builder) countExtra(where string, d *dictB) {
+// countExtra records the keys of a typed record that the model does not
+// keep for that record: unknown keys, and known keys of other records
+// (torch after 2.11 puts user_metadata on blocks, say).
+func (b *builder) countExtra(where string, d *dictB, uses keySet) {
 	for i := 0; i < len(d.extra); i += 2 {
 		b.sn.Unknown[where+"."+b.keyString(d.extra[i])]++
 	}
+	for other := d.set &^ uses; other != 0; other &= other - 1 {
+		b.sn.Unknown[where+"."+keyNames[bits.TrailingZeros64(uint64(other))]]++
+	}
 }
+
+// The keys each record type keeps.
+const (
+	eventKeys = eventFast | 1<<kDeviceFree | 1<<kCppFrames
+	frameKeys = keySet(1<<kName | 1<<kFilename | 1<<kLine)
+	blockKeys = keySet(1<<kState | 1<<kSize | 1<<kAddress | 1<<kFrames | 1<<kRequestedSize |
+		1<<kHistory | 1<<kCppFrames)
+	historyKeys = keySet(1<<kAddr | 1<<kRealSize | 1<<kFrames | 1<<kCppFrames)
+	segmentKeys = keySet(1<<kDevice | 1<<kAddress | 1<<kTotalSize | 1<<kAllocatedSize |
+		1<<kActiveSize | 1<<kRequestedSize | 1<<kStream | 1<<kSegmentType | 1<<kSegmentPoolID |
+		1<<kIsExpandable | 1<<kFrames | 1<<kBlocks)
+	annotationKeys = keySet(1<<kStage | 1<<kName | 1<<kDevice | 1<<kTimeUS)
+)
 
 func (b *builder) keyString(k pickle.Value) string {
 	if k.Kind == pickle.KindString || k.Kind == pickle.KindBytes {
@@ -581,8 +600,8 @@ checked:
 	if e.Stack, err = b.stackField(what, d); err != nil {
 		return pickle.Value{}, err
 	}
-	if len(d.extra) > 0 {
-		b.countExtra("event", d)
+	if len(d.extra) > 0 || d.set&^eventKeys != 0 {
+		b.countExtra("event", d, eventKeys)
 	}
 	return pickle.Value{Kind: vEvent, N: uint64(b.events.push(e))}, nil
 }
@@ -606,8 +625,8 @@ func (b *builder) closeFrame(d *dictB) (pickle.Value, error) {
 			return pickle.Value{}, err
 		}
 	}
-	if len(d.extra) > 0 {
-		b.countExtra("frame", d) // FX augmentation: fx_node_op, fx_node_name, ...
+	if len(d.extra) > 0 || d.set&^frameKeys != 0 {
+		b.countExtra("frame", d, frameKeys) // FX augmentation: fx_node_op, fx_node_name, ...
 	}
 	id := b.sn.InternFrame(Frame{Name: b.sn.strings[name], Filename: b.sn.strings[file], Line: line})
 	return pickle.Value{Kind: vFrame, N: uint64(id)}, nil
@@ -669,8 +688,8 @@ func (b *builder) closeBlock(d *dictB) (pickle.Value, error) {
 			blk.RequestedSize = blk.Size
 		}
 	}
-	if len(d.extra) > 0 {
-		b.countExtra("block", d)
+	if len(d.extra) > 0 || d.set&^blockKeys != 0 {
+		b.countExtra("block", d, blockKeys)
 	}
 	b.sn.Blocks = append(b.sn.Blocks, blk)
 	return pickle.Value{Kind: vBlock, N: uint64(len(b.sn.Blocks) - 1)}, nil
@@ -688,6 +707,9 @@ func (b *builder) closeHistory(d *dictB) (pickle.Value, error) {
 	}
 	if h.stack, err = b.stackField(what, d); err != nil {
 		return pickle.Value{}, err
+	}
+	if len(d.extra) > 0 || d.set&^historyKeys != 0 {
+		b.countExtra("history", d, historyKeys)
 	}
 	b.hist = append(b.hist, h)
 	return pickle.Value{Kind: vHistory, N: uint64(len(b.hist) - 1)}, nil
@@ -755,8 +777,8 @@ func (b *builder) closeSegment(d *dictB) (pickle.Value, error) {
 		return pickle.Value{}, fmt.Errorf("%s: \"blocks\" is %s, want a list of blocks", what, b.describe(bv))
 	}
 	b.fillOlderFields(d, &s)
-	if len(d.extra) > 0 {
-		b.countExtra("segment", d)
+	if len(d.extra) > 0 || d.set&^segmentKeys != 0 {
+		b.countExtra("segment", d, segmentKeys)
 	}
 	b.segs = append(b.segs, s)
 	return pickle.Value{Kind: vSegment, N: uint64(len(b.segs) - 1)}, nil
@@ -818,8 +840,8 @@ func (b *builder) closeAnnotation(d *dictB) (pickle.Value, error) {
 		return pickle.Value{}, err
 	}
 	a.Stage, a.Name, a.Device = b.sn.strings[stage], b.sn.strings[name], int(dev)
-	if len(d.extra) > 0 {
-		b.countExtra("annotation", d)
+	if len(d.extra) > 0 || d.set&^annotationKeys != 0 {
+		b.countExtra("annotation", d, annotationKeys)
 	}
 	b.anns = append(b.anns, a)
 	return pickle.Value{Kind: vAnnotation, N: uint64(len(b.anns) - 1)}, nil

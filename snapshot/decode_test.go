@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -499,5 +500,42 @@ func TestLegacyLayouts(t *testing.T) {
 				t.Errorf("event 1: %+v with %d frames, first %q", *e, len(got), sn.Frames[got[0]].Name)
 			}
 		})
+	}
+}
+
+// Keys and actions torch added after 2.11 (pool_id and internal_metadata on
+// trace entries, the annotate action, user_metadata on blocks,
+// trace_alloc_* and host_* at the top) are counted and kept, never fatal;
+// the rest of the file decodes as before.
+func TestNewerKeysTolerated(t *testing.T) {
+	sn := readFixture(t, "testdata/newer/default_newer.pickle")
+	if sn.Protocol != 5 {
+		t.Errorf("protocol = %d, want 5", sn.Protocol)
+	}
+	want := map[string]int{
+		"event.pool_id": 57, "event.internal_metadata": 57, "block.user_metadata": 29,
+		"top.trace_alloc_max_entries": 1, "top.trace_alloc_overflowed": 1,
+		"top.host_segments": 1, "top.host_traces": 1,
+	}
+	for k, n := range want {
+		if sn.Unknown[k] != n {
+			t.Errorf("Unknown[%q] = %d, want %d (all: %v)", k, sn.Unknown[k], n, sn.Unknown)
+		}
+	}
+	if got := sn.Extra["trace_alloc_overflowed"]; fmt.Sprint(got) != "[false]" {
+		t.Errorf("Extra[trace_alloc_overflowed] = %v", got)
+	}
+	tr := sn.Traces[0]
+	last := tr.At(tr.Len() - 1)
+	if tr.Len() != 57 || last.Action != ActionAnnotate || sn.String(last.UserMetadata) != `{"saved_by": "autograd"}` {
+		t.Errorf("last of %d events: %+v", tr.Len(), *last)
+	}
+	base := fixtures["default.pickle"]
+	var res, alloc uint64
+	for _, s := range sn.Segments {
+		res, alloc = res+s.TotalSize, alloc+s.AllocatedSize
+	}
+	if res != base.reserved || alloc != base.allocated {
+		t.Errorf("reserved, allocated = %d, %d; want %d, %d", res, alloc, base.reserved, base.allocated)
 	}
 }
