@@ -70,3 +70,16 @@ type Finding struct {
 	Fix      string         `json:"fix"`
 	Device   int            `json:"device"`
 }
+
+// gradeShare is the severity of a finding whose weight is a share of
+// memory (of the peak, of reserved bytes): High from high, Medium from
+// medium, Low below.
+func gradeShare(share, high, medium float64) Severity {
+	switch {
+	case share >= high:
+		return High
+	case share >= medium:
+		return Medium
+	}
+	return Low
+}

@@ -204,13 +204,7 @@ func FragFinding(peak *PeakReport, end *FragReport, others ...*FragReport) []Fin
 		return nil
 	}
 	share := max(float64(end.Trapped)/float64(end.Reserved), float64(excess)/float64(peak.Reserved.Bytes))
-	sev := Low
-	switch {
-	case share >= 0.5:
-		sev = High
-	case share >= 0.25:
-		sev = Medium
-	}
+	sev := gradeShare(share, 0.5, 0.25)
 	fd := Finding{
 		Kind:     KindFragmentation,
 		Severity: sev,

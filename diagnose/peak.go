@@ -128,13 +128,7 @@ func (r *PeakReport) Findings() []Finding {
 	}
 	saving := t.Saving(r.Allocated.Bytes)
 	share := float64(saving) / float64(r.Allocated.Bytes)
-	sev := Low
-	switch {
-	case share >= 0.25:
-		sev = High
-	case share >= 0.10:
-		sev = Medium
-	}
+	sev := gradeShare(share, 0.25, 0.10)
 	fd := Finding{
 		Kind:     KindPeak,
 		Severity: sev,
