@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -233,11 +234,11 @@ func checkGolden(t *testing.T, name, got string) {
 // -top on one, and -diff_base between two steps of one leaking program,
 // which works only if pprof matches their functions.
 func TestGoToolPprof(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		// go test puts GOROOT/bin on PATH, so this means a broken set-up;
-		// the round-trip tests above still check that the profiles parse.
-		t.Skipf("go tool not on PATH: %v", err)
+	// The toolchain running this test has its go command in GOROOT/bin,
+	// whatever PATH says.
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		t.Fatalf("the go command of this toolchain is missing: %v", err)
 	}
 	dir := t.TempDir()
 	write := func(path, name string) string {
