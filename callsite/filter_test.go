@@ -1,7 +1,7 @@
 package callsite
 
 import (
-	"os"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -77,17 +77,7 @@ func TestFocusIgnore(t *testing.T) {
 }
 
 func load(t *testing.T, path string) *snapshot.Snapshot {
-	t.Helper()
-	f, err := os.Open(filepath.Join("..", path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sn, err := snapshot.Read(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return sn
+	return testutil.Snapshot(t, filepath.Join("..", path))
 }
 
 // eventSites returns the callsite function of every trace event with action

@@ -1,7 +1,7 @@
 package replay
 
 import (
-	"os"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"path/filepath"
 	"testing"
 
@@ -9,17 +9,7 @@ import (
 )
 
 func readFixture(t *testing.T, name string) *snapshot.Snapshot {
-	t.Helper()
-	f, err := os.Open(filepath.Join("..", "snapshot", "testdata", "format", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sn, err := snapshot.Read(f)
-	if err != nil {
-		t.Fatalf("reading %s: %v", name, err)
-	}
-	return sn
+	return testutil.Snapshot(t, filepath.Join("..", "snapshot", "testdata", "format", name))
 }
 
 // TestFixturesReproduceFinalState is the replay's invariant on every real

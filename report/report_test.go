@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"os"
 	"path/filepath"
 	"testing"
@@ -42,18 +43,10 @@ func build(t *testing.T, opts report.Options, paths ...string) *report.Payload {
 
 func load(t *testing.T, in inputs.Input) (*snapshot.Snapshot, []*replay.Timeline) {
 	t.Helper()
-	r, err := in.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	sn, err := snapshot.Read(r)
-	if err != nil {
-		t.Fatalf("%s: %v", in, err)
-	}
+	sn := testutil.Snapshot(t, in.Path)
 	tls, err := replay.Devices(sn)
 	if err != nil {
-		t.Fatalf("%s: %v", in, err)
+		t.Fatalf("replaying %s: %v", in, err)
 	}
 	return sn, tls
 }

@@ -1,7 +1,7 @@
 package summary
 
 import (
-	"os"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -9,19 +9,7 @@ import (
 	"github.com/vramscope/vramscope/snapshot"
 )
 
-func readFixture(t *testing.T, path string) *snapshot.Snapshot {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sn, err := snapshot.Read(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return sn
-}
+func readFixture(t *testing.T, path string) *snapshot.Snapshot { return testutil.Snapshot(t, path) }
 
 // TestFixtureTotals checks, on every real snapshot, that the four byte
 // totals are the sums of the segment fields (which torch guarantees equal

@@ -4,28 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/vramscope/vramscope/replay"
-	"github.com/vramscope/vramscope/snapshot"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func load(t *testing.T, path string) Process {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sn, err := snapshot.Read(f)
-	if err != nil {
-		t.Fatalf("reading %s: %v", path, err)
-	}
+	sn := testutil.Snapshot(t, path)
 	tls, err := replay.Devices(sn)
 	if err != nil {
 		t.Fatalf("replaying %s: %v", path, err)

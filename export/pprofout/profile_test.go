@@ -3,6 +3,7 @@ package pprofout
 import (
 	"bytes"
 	"flag"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,15 +37,7 @@ var fixtures = []string{
 
 func load(t *testing.T, path string) (*snapshot.Snapshot, []*replay.Timeline) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sn, err := snapshot.Read(f)
-	if err != nil {
-		t.Fatalf("reading %s: %v", path, err)
-	}
+	sn := testutil.Snapshot(t, path)
 	tls, err := replay.Devices(sn)
 	if err != nil {
 		t.Fatalf("replaying %s: %v", path, err)
