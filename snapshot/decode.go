@@ -109,7 +109,8 @@ type builder struct {
 	// recent caches interned strings by length and first and last byte.
 	// torch writes compile_context "N/A" as a new string in every trace
 	// entry, so the same few bytes arrive millions of times; a hit skips
-	// the hash map (measured: string interning was 12% of decode time).
+	// the hash map (measured with callgrind on the 26 MB GPU-made seed:
+	// 1.25 G instead of 1.33 G instructions for the whole decode).
 	recent [256]recentString
 }
 
@@ -550,13 +551,9 @@ func (b *builder) closeEvent(d *dictB) (pickle.Value, error) {
 		if d.set.has(kUserMetadata) {
 			e.UserMetadata = StringID(f[kUserMetadata].N)
 		}
-		if raw := int64(f[kStream].N); d.set.has(kStream) && raw != b.lastStreamRaw {
-			var err error
-			if e.Stream, err = b.stream("trace entry", d); err != nil {
-				return pickle.Value{}, err
-			}
-		} else if d.set.has(kStream) {
-			e.Stream = b.lastStream
+		var err error
+		if e.Stream, err = b.stream("trace entry", d); err != nil {
+			return pickle.Value{}, err
 		}
 		return pickle.Value{Kind: vEvent, N: uint64(b.events.push(e))}, nil
 	}
