@@ -1,31 +1,36 @@
 // Command phases times vramscope's pipeline stages on one snapshot: decode
 // (snapshot.Read), replay (replay.Devices) and the single-snapshot
-// diagnosis (diagnose.Explain per device), reporting wall and CPU seconds
-// per phase and the process's peak RSS after each. bench/run.sh records
+// diagnosis (diagnose.Explain per device), then the whole of analyze
+// (analyze.AddSnapshot: replay, explain, steps, leaks, digest), reporting
+// wall and CPU seconds per phase and the process's peak RSS after each. bench/run.sh records
 // whole-command numbers; this splits them so a regression can be placed.
 //
-//	go run ./bench/phases FILE [-runs 3]
+//	go run ./bench/phases [-runs 3] [-cpuprofile cpu.pb.gz] FILE
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/vramscope/vramscope/analyze"
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
 func main() {
 	runs := flag.Int("runs", 1, "repetitions (each in this process; RSS is the process peak)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of all phases to `FILE`")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: phases [-runs N] FILE")
+		fmt.Fprintln(os.Stderr, "usage: phases [-runs N] [-cpuprofile F] FILE")
 		os.Exit(1)
 	}
 	path := flag.Arg(0)
@@ -38,6 +43,18 @@ func main() {
 	fmt.Printf("file %s, %.1f MB\n", path, mb)
 	fmt.Println("| run | phase | wall s | cpu s | MB/s (wall) | peak RSS MB |")
 	fmt.Println("|---:|---|---:|---:|---:|---:|")
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	filter, _ := callsite.NewFilter("", "")
 	for r := 1; r <= *runs; r++ {
 		var sn *snapshot.Snapshot
@@ -61,6 +78,11 @@ func main() {
 					return err
 				}
 			}
+			return nil
+		})
+		tls = nil
+		phase(r, "analyze", mb, func() error {
+			analyze.New(analyze.Options{}).AddSnapshot(inputs.Input{Path: path}, sn)
 			return nil
 		})
 	}
