@@ -48,8 +48,8 @@ func blockSize(gap, r uint64, seg *segment, maxSplit uint64) uint64 {
 // O(1).
 type layout struct {
 	segs     segmentSet
-	freeFrom map[uint64]uint64 // free range start -> end
-	freeTo   map[uint64]uint64 // free range end -> start
+	freeFrom *addrMap[uint64] // free range start -> end
+	freeTo   *addrMap[uint64] // free range end -> start
 	maxSplit uint64
 	last     int // index in segs of the last segment found
 }
@@ -57,30 +57,30 @@ type layout struct {
 func newLayout(segs segmentSet, maxSplit uint64) *layout {
 	return &layout{
 		segs:     segs,
-		freeFrom: map[uint64]uint64{},
-		freeTo:   map[uint64]uint64{},
+		freeFrom: newAddrMap[uint64](0),
+		freeTo:   newAddrMap[uint64](0),
 		maxSplit: maxSplit,
 	}
 }
 
 func (l *layout) addFree(start, end uint64) {
-	l.freeFrom[start] = end
-	l.freeTo[end] = start
+	l.freeFrom.set(start, end)
+	l.freeTo.set(end, start)
 }
 
 func (l *layout) dropFree(start, end uint64) {
-	delete(l.freeFrom, start)
-	delete(l.freeTo, end)
+	l.freeFrom.delete(start)
+	l.freeTo.delete(end)
 }
 
 // freeContaining finds the free range holding [addr, addr+size) when it does
 // not start at addr. It scans every free range: only reached on unmaps and
 // on inconsistent traces, never per ordinary event.
 func (l *layout) freeContaining(addr, size uint64) (start, end uint64, ok bool) {
-	if end, ok := l.freeFrom[addr]; ok && end >= addr+size {
+	if end, ok := l.freeFrom.get(addr); ok && end >= addr+size {
 		return addr, end, true
 	}
-	for s, e := range l.freeFrom {
+	for s, e := range l.freeFrom.all() {
 		if s <= addr && addr+size <= e {
 			return s, e, true
 		}
@@ -102,7 +102,7 @@ func (l *layout) take(addr, requested, known uint64) (size uint64, seg int, ok b
 	if seg < 0 {
 		return r, -1, false
 	}
-	end, ok := l.freeFrom[addr]
+	end, ok := l.freeFrom.get(addr)
 	start := addr
 	if !ok {
 		var found bool
@@ -118,14 +118,14 @@ func (l *layout) take(addr, requested, known uint64) (size uint64, seg int, ok b
 		size, ok = end-addr, false
 	}
 	// Shrink the free range in place: fewer map writes than drop and add.
-	delete(l.freeFrom, start)
+	l.freeFrom.delete(start)
 	if start < addr {
 		l.addFree(start, addr)
 	}
 	if rest := addr + size; rest < end {
 		l.addFree(rest, end)
 	} else {
-		delete(l.freeTo, end)
+		l.freeTo.delete(end)
 	}
 	return size, seg, ok
 }
@@ -154,14 +154,14 @@ func (l *layout) release(addr, size uint64) {
 	}
 	s := &l.segs[seg]
 	if start > s.addr {
-		if prev, ok := l.freeTo[start]; ok {
-			delete(l.freeTo, start) // freeFrom[prev] is overwritten below
+		if prev, ok := l.freeTo.get(start); ok {
+			l.freeTo.delete(start) // freeFrom[prev] is overwritten below
 			start = prev
 		}
 	}
 	if end < s.end() {
-		if next, ok := l.freeFrom[end]; ok {
-			delete(l.freeFrom, end) // freeTo[next] is overwritten below
+		if next, ok := l.freeFrom.get(end); ok {
+			l.freeFrom.delete(end) // freeTo[next] is overwritten below
 			end = next
 		}
 	}

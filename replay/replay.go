@@ -99,7 +99,7 @@ type replayer struct {
 	finalBlocks []finalBlock
 
 	// From the scan.
-	addrIndex    map[uint64]int32
+	addrIndex    *addrMap[int32]
 	history      []addrHistory
 	counts       [16]int // events per action
 	hasRequested bool    // free_requested is recorded (not in skip_actions)
@@ -107,7 +107,7 @@ type replayer struct {
 
 	known    []knownSize // ascending index
 	layout   *layout
-	blocks   map[uint64]int32 // address of an active block -> Allocations index
+	blocks   *addrMap[int32] // address of an active block -> Allocations index
 	traced   segmentSet       // ranges reserved by events of the trace
 	poolOf   map[snapshot.PoolID]int
 	pools    []Sample // per pool index, running
@@ -120,8 +120,8 @@ func newReplayer(sn *snapshot.Snapshot, d int, tr snapshot.Trace) *replayer {
 		sn:        sn,
 		tr:        tr,
 		t:         &Timeline{Device: d, Trace: tr, sn: sn, Pools: []snapshot.PoolID{{}}},
-		addrIndex: map[uint64]int32{},
-		blocks:    map[uint64]int32{},
+		addrIndex: newAddrMap[int32](0),
+		blocks:    newAddrMap[int32](0),
 		poolOf:    map[snapshot.PoolID]int{{}: 0},
 	}
 	r.maxSplit = math.MaxUint64 // max_split_size unset: every block may split
@@ -177,10 +177,10 @@ func (r *replayer) scan() {
 		r.counts[e.Action&15]++
 		switch e.Action {
 		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted:
-			k, ok := r.addrIndex[e.Addr]
+			k, ok := r.addrIndex.get(e.Addr)
 			if !ok {
 				k = int32(len(r.history))
-				r.addrIndex[e.Addr] = k
+				r.addrIndex.set(e.Addr, k)
 				r.history = append(r.history, addrHistory{first: int32(i), lastAlloc: -1})
 			}
 			h := &r.history[k]
@@ -237,7 +237,7 @@ func (r *replayer) reconstruct() {
 	}
 	for i := range allocs {
 		a := &allocs[i]
-		r.blocks[a.Addr] = int32(i)
+		r.blocks.set(a.Addr, int32(i))
 		p := &r.pools[r.poolIndex(a.Pool)]
 		p.Active += int64(a.Size)
 		if a.Free != BeforeRecording {
@@ -293,7 +293,7 @@ func (r *replayer) initialBlocks() []Allocation {
 	var out []Allocation
 	fromSnapshot := make([]bool, len(r.history)) // history entries already covered
 	for _, fb := range r.finalBlocks {
-		k, ok := r.addrIndex[fb.addr]
+		k, ok := r.addrIndex.get(fb.addr)
 		if ok && r.history[k].lastAlloc >= 0 {
 			if h := &r.history[k]; r.openAtEnd(h) {
 				r.known = append(r.known, knownSize{index: h.lastAlloc, size: fb.size})

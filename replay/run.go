@@ -62,7 +62,7 @@ func (r *replayer) run() {
 // alloc replays an alloc; known is the block size from the final snapshot,
 // or 0. It returns the pool index touched.
 func (r *replayer) alloc(i int, e *snapshot.Event, known uint64, d *Sample) int {
-	if k, ok := r.blocks[e.Addr]; ok {
+	if k, ok := r.blocks.get(e.Addr); ok {
 		// The address is still active: its free was not recorded.
 		r.caveats.add(LayoutConflict, i, 0)
 		r.end(k, i, d)
@@ -82,7 +82,7 @@ func (r *replayer) alloc(i int, e *snapshot.Event, known uint64, d *Sample) int 
 	if seg >= 0 {
 		a.Pool = r.layout.segs[seg].pool
 	}
-	r.blocks[e.Addr] = int32(len(r.t.Allocations))
+	r.blocks.set(e.Addr, int32(len(r.t.Allocations)))
 	r.t.Allocations = append(r.t.Allocations, a)
 	d.Allocated += int64(size)
 	d.Requested += int64(e.Size)
@@ -94,7 +94,7 @@ func (r *replayer) alloc(i int, e *snapshot.Event, known uint64, d *Sample) int 
 // it stays active (pending) until its free_completed, unless the trace
 // records no free_completed at all.
 func (r *replayer) freeRequested(i int, e *snapshot.Event, d *Sample) int {
-	k, ok := r.blocks[e.Addr]
+	k, ok := r.blocks.get(e.Addr)
 	if !ok {
 		r.caveats.add(LayoutConflict, i, 0)
 		return -1
@@ -113,7 +113,7 @@ func (r *replayer) freeRequested(i int, e *snapshot.Event, d *Sample) int {
 
 // freeCompleted replays a free_completed: the block goes back to the cache.
 func (r *replayer) freeCompleted(i int, e *snapshot.Event, d *Sample) int {
-	k, ok := r.blocks[e.Addr]
+	k, ok := r.blocks.get(e.Addr)
 	if !ok {
 		r.caveats.add(LayoutConflict, i, 0)
 		return -1
@@ -133,7 +133,7 @@ func (r *replayer) end(k int32, i int, d *Sample) {
 	}
 	a.End = int32(i)
 	d.Active -= int64(a.Size)
-	delete(r.blocks, a.Addr)
+	r.blocks.delete(a.Addr)
 	r.layout.release(a.Addr, a.Size)
 }
 
@@ -164,7 +164,7 @@ func (r *replayer) segmentEvent(i int, e *snapshot.Event, info segmentInfo, d *S
 func (r *replayer) compareFinal() {
 	diff, matched := 0, 0
 	for _, fb := range r.finalBlocks {
-		k, ok := r.blocks[fb.addr]
+		k, ok := r.blocks.get(fb.addr)
 		if !ok {
 			diff++
 			continue
@@ -176,7 +176,7 @@ func (r *replayer) compareFinal() {
 			diff++
 		}
 	}
-	diff += len(r.blocks) - matched // live in the replay only
+	diff += r.blocks.len() - matched // live in the replay only
 	if r.layout.segs.total() != r.finalSegs.total() || len(r.layout.segs) != len(r.finalSegs) {
 		diff++
 	}

@@ -1,0 +1,141 @@
+package replay
+
+import "iter"
+
+// addrMap maps addresses to V. It replaces map[uint64]V on the replay's hot
+// path, where every block event does several lookups, inserts and deletes
+// keyed by address: open addressing with linear probing, a multiplicative
+// hash (addresses are multiples of 512, and the product's top bits mix
+// them), at most half full, and backward-shift deletion so that no
+// tombstones pile up over millions of deletes. Replacing the four Go maps
+// with it took replay.Devices on the 996 MB bench file (11.4 M events) from
+// 1.45 s to 1.15 s of CPU, and from 92 M to 68 M instructions (callgrind) on
+// that file's 26 MB seed.
+type addrMap[V any] struct {
+	slots []addrSlot[V] // len is a power of two, or 0
+	shift uint          // 64 - log2(len(slots))
+	n     int           // used slots
+	// The key that marks an empty slot cannot be stored in a slot.
+	hasEmptyKey bool
+	emptyKeyVal V
+}
+
+type addrSlot[V any] struct {
+	key uint64 // emptyKey: unused
+	val V
+}
+
+const emptyKey = ^uint64(0)
+
+// newAddrMap returns a map with room for n keys before it grows.
+func newAddrMap[V any](n int) *addrMap[V] {
+	m := &addrMap[V]{}
+	m.resize(max(n, 8))
+	return m
+}
+
+// resize makes room for n keys and reinserts the present ones.
+func (m *addrMap[V]) resize(n int) {
+	size, shift := 16, uint(60)
+	for size < 2*n {
+		size, shift = size*2, shift-1
+	}
+	old := m.slots
+	m.slots, m.shift = make([]addrSlot[V], size), shift
+	for i := range m.slots {
+		m.slots[i].key = emptyKey
+	}
+	for _, s := range old {
+		if s.key != emptyKey {
+			m.slots[m.probe(s.key)] = s
+		}
+	}
+}
+
+func (m *addrMap[V]) home(key uint64) uint64 {
+	return (key * 0x9e3779b97f4a7c15) >> m.shift
+}
+
+// probe returns the slot holding key, or the empty slot where it belongs.
+func (m *addrMap[V]) probe(key uint64) uint64 {
+	mask := uint64(len(m.slots) - 1)
+	i := m.home(key)
+	for {
+		k := m.slots[i].key
+		if k == key || k == emptyKey {
+			return i
+		}
+		i = (i + 1) & mask
+	}
+}
+
+func (m *addrMap[V]) len() int {
+	if m.hasEmptyKey {
+		return m.n + 1
+	}
+	return m.n
+}
+
+func (m *addrMap[V]) get(key uint64) (V, bool) {
+	if key == emptyKey {
+		return m.emptyKeyVal, m.hasEmptyKey
+	}
+	s := &m.slots[m.probe(key)]
+	return s.val, s.key == key
+}
+
+func (m *addrMap[V]) set(key uint64, v V) {
+	if key == emptyKey {
+		m.hasEmptyKey, m.emptyKeyVal = true, v
+		return
+	}
+	i := m.probe(key)
+	s := &m.slots[i]
+	if s.key == key {
+		s.val = v
+		return
+	}
+	if 2*(m.n+1) > len(m.slots) {
+		m.resize(m.n + 1)
+		s = &m.slots[m.probe(key)]
+	}
+	s.key, s.val = key, v
+	m.n++
+}
+
+func (m *addrMap[V]) delete(key uint64) {
+	if key == emptyKey {
+		var zero V
+		m.hasEmptyKey, m.emptyKeyVal = false, zero
+		return
+	}
+	i := m.probe(key)
+	if m.slots[i].key != key {
+		return
+	}
+	m.n--
+	// Backward shift: move later entries of the probe run into the hole
+	// unless that would put them before their home slot.
+	mask := uint64(len(m.slots) - 1)
+	for j := (i + 1) & mask; m.slots[j].key != emptyKey; j = (j + 1) & mask {
+		if h := m.home(m.slots[j].key); (j-h)&mask >= (j-i)&mask {
+			m.slots[i] = m.slots[j]
+			i = j
+		}
+	}
+	m.slots[i].key = emptyKey
+}
+
+// all iterates over the keys and values in no particular order.
+func (m *addrMap[V]) all() iter.Seq2[uint64, V] {
+	return func(yield func(uint64, V) bool) {
+		if m.hasEmptyKey && !yield(emptyKey, m.emptyKeyVal) {
+			return
+		}
+		for _, s := range m.slots {
+			if s.key != emptyKey && !yield(s.key, s.val) {
+				return
+			}
+		}
+	}
+}
