@@ -90,17 +90,19 @@ type container struct {
 
 // builder is the pickle.Sink that turns containers into the typed model.
 type builder struct {
-	sn     *Snapshot
-	conts  []container
-	keyOf  []key    // by StringID
-	actOf  []Action // by StringID
-	events eventArena
-	segs   []Segment
-	anns   []Annotation
-	hist   []history
-	ranges []span
-	lists  [][]pickle.Value
-	dicts  [][]pickle.Value
+	sn    *Snapshot
+	conts []container
+	// scratch builds the containers that arrive whole (Dict, List).
+	scratch container
+	keyOf   []key    // by StringID
+	actOf   []Action // by StringID
+	events  eventArena
+	segs    []Segment
+	anns    []Annotation
+	hist    []history
+	ranges  []span
+	lists   [][]pickle.Value
+	dicts   [][]pickle.Value
 
 	lastStreamRaw int64
 	lastStream    StreamID
@@ -160,13 +162,16 @@ func (b *builder) Open(h pickle.Handle, c pickle.Container) error {
 	for int(h) >= len(b.conts) {
 		b.conts = append(b.conts, container{})
 	}
-	ct := &b.conts[h]
-	ct.dict = c == pickle.Dict
-	ct.d.set = 0
-	ct.d.extra = ct.d.extra[:0]
-	ct.l.elem, ct.l.start, ct.l.n, ct.l.isGen = 0, 0, 0, false
-	ct.l.idx, ct.l.frames, ct.l.generic = nil, ct.l.frames[:0], ct.l.generic[:0]
+	b.conts[h].reset(c == pickle.Dict)
 	return nil
+}
+
+func (c *container) reset(dict bool) {
+	c.dict = dict
+	c.d.set = 0
+	c.d.extra = c.d.extra[:0]
+	c.l.elem, c.l.start, c.l.n, c.l.isGen = 0, 0, 0, false
+	c.l.idx, c.l.frames, c.l.generic = nil, c.l.frames[:0], c.l.generic[:0]
 }
 
 func (b *builder) SetItems(h pickle.Handle, kv []pickle.Value) error {
@@ -174,20 +179,37 @@ func (b *builder) SetItems(h pickle.Handle, kv []pickle.Value) error {
 	if !ct.dict {
 		return errors.New("SETITEMS on a list")
 	}
-	d := &ct.d
+	b.setItems(&ct.d, kv)
+	return nil
+}
+
+func (b *builder) setItems(d *dictB, kv []pickle.Value) {
 	keyOf := b.keyOf
-	for i := 0; i+1 < len(kv); i += 2 {
-		k := &kv[i]
+	for ; len(kv) >= 2; kv = kv[2:] {
+		k, v := kv[0], kv[1]
 		if k.Kind == pickle.KindString && k.N < uint64(len(keyOf)) {
 			if kk := keyOf[k.N]; kk != kUnknown {
-				d.f[kk%numKeys] = kv[i+1]
+				d.f[kk%numKeys] = v
 				d.set |= 1 << kk
 				continue
 			}
 		}
-		d.extra = append(d.extra, *k, kv[i+1])
+		d.extra = append(d.extra, k, v)
 	}
-	return nil
+}
+
+// Dict and List build a container that arrived whole (pickle.WholeSink)
+// on a scratch container: Open, SetItems or Append, and Close in one call.
+func (b *builder) Dict(kv []pickle.Value) (pickle.Value, error) {
+	b.scratch.reset(true)
+	b.setItems(&b.scratch.d, kv)
+	return b.closeDict(&b.scratch.d)
+}
+
+func (b *builder) List(items []pickle.Value) (pickle.Value, error) {
+	b.scratch.reset(false)
+	b.appendItems(&b.scratch.l, items)
+	return b.closeList(&b.scratch.l)
 }
 
 func (b *builder) Append(h pickle.Handle, items []pickle.Value) error {
@@ -195,7 +217,11 @@ func (b *builder) Append(h pickle.Handle, items []pickle.Value) error {
 	if ct.dict {
 		return errors.New("APPEND on a dict")
 	}
-	l := &ct.l
+	b.appendItems(&ct.l, items)
+	return nil
+}
+
+func (b *builder) appendItems(l *listB, items []pickle.Value) {
 	for _, v := range items {
 		if l.isGen {
 			l.generic = append(l.generic, v)
@@ -229,7 +255,6 @@ func (b *builder) Append(h pickle.Handle, items []pickle.Value) error {
 		b.toGeneric(l)
 		l.generic = append(l.generic, v)
 	}
-	return nil
 }
 
 func isArenaKind(k pickle.Kind) bool {
