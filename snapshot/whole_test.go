@@ -19,12 +19,14 @@ import (
 // closes every container on the generic path.
 type genericOnly struct{ b *builder }
 
-func (g genericOnly) String(p []byte, isBytes bool) (pickle.Value, error) { return g.b.String(p, isBytes) }
-func (g genericOnly) Open(h pickle.Handle, c pickle.Container) error      { return g.b.Open(h, c) }
-func (g genericOnly) SetItems(h pickle.Handle, kv []pickle.Value) error   { return g.b.SetItems(h, kv) }
-func (g genericOnly) Append(h pickle.Handle, items []pickle.Value) error  { return g.b.Append(h, items) }
-func (g genericOnly) Close(h pickle.Handle) (pickle.Value, error)         { return g.b.Close(h) }
-func (g genericOnly) Tuple(items []pickle.Value) (pickle.Value, error)    { return g.b.Tuple(items) }
+func (g genericOnly) String(p []byte, isBytes bool) (pickle.Value, error) {
+	return g.b.String(p, isBytes)
+}
+func (g genericOnly) Open(h pickle.Handle, c pickle.Container) error     { return g.b.Open(h, c) }
+func (g genericOnly) SetItems(h pickle.Handle, kv []pickle.Value) error  { return g.b.SetItems(h, kv) }
+func (g genericOnly) Append(h pickle.Handle, items []pickle.Value) error { return g.b.Append(h, items) }
+func (g genericOnly) Close(h pickle.Handle) (pickle.Value, error)        { return g.b.Close(h) }
+func (g genericOnly) Tuple(items []pickle.Value) (pickle.Value, error)   { return g.b.Tuple(items) }
 
 // Containers built whole (internal/pickle's fast path) give the same
 // snapshot as the generic path, down to the arenas' order: a record list
