@@ -9,8 +9,8 @@ import "iter"
 // them), at most half full, and backward-shift deletion so that no
 // tombstones pile up over millions of deletes. Replacing the four Go maps
 // with it took replay.Devices on the 996 MB bench file (11.4 M events) from
-// 1.45 s to 1.15 s of CPU, and from 92 M to 68 M instructions (callgrind) on
-// that file's 26 MB seed.
+// 1.45 s to 1.15 s of CPU, and from 360 M to 235 M instructions (callgrind)
+// per replay of that file's 26 MB seed.
 type addrMap[V any] struct {
 	slots []addrSlot[V] // len is a power of two, or 0
 	shift uint          // 64 - log2(len(slots))
