@@ -108,7 +108,7 @@ type replayer struct {
 	known    []knownSize // ascending index
 	layout   *layout
 	blocks   *addrMap[int32] // address of an active block -> Allocations index
-	traced   segmentSet       // ranges reserved by events of the trace
+	traced   segmentSet      // ranges reserved by events of the trace
 	poolOf   map[snapshot.PoolID]int
 	pools    []Sample // per pool index, running
 	caveats  caveatCounter
