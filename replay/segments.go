@@ -31,18 +31,24 @@ func (s *segment) end() uint64 { return s.addr + s.size }
 // the simplest and the fastest choice.
 type segmentSet []segment
 
-// find returns the index of the segment containing addr, or -1.
+// find returns the index of the segment containing addr, or -1. It runs
+// on almost every block event, whose segments alternate unpredictably
+// (small and large pools): the loop keeps a fixed trip count and a
+// conditional move instead of BinarySearchFunc's closure and unpredictable
+// branches.
 func (ss segmentSet) find(addr uint64) int {
-	i, _ := slices.BinarySearchFunc(ss, addr, func(s segment, a uint64) int {
-		switch {
-		case s.end() <= a:
-			return -1
-		case s.addr > a:
-			return 1
+	if len(ss) == 0 {
+		return -1
+	}
+	i, n := 0, len(ss) // ss[i].addr <= addr, if any segment's is
+	for n > 1 {
+		half := n / 2
+		if ss[i+half].addr <= addr {
+			i += half
 		}
-		return 0
-	})
-	if i < len(ss) && ss[i].addr <= addr && addr < ss[i].end() {
+		n -= half
+	}
+	if ss[i].addr <= addr && addr < ss[i].end() {
 		return i
 	}
 	return -1
