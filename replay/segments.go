@@ -31,11 +31,9 @@ func (s *segment) end() uint64 { return s.addr + s.size }
 // the simplest and the fastest choice.
 type segmentSet []segment
 
-// find returns the index of the segment containing addr, or -1. It runs
-// on almost every block event, whose segments alternate unpredictably
-// (small and large pools): the loop keeps a fixed trip count and a
-// conditional move instead of BinarySearchFunc's closure and unpredictable
-// branches.
+// find returns the index of the segment containing addr, or -1. layout.find
+// caches it per block event; the plain loop (no closure call per step, as
+// in BinarySearchFunc) matters for the cache's misses and for State.
 func (ss segmentSet) find(addr uint64) int {
 	if len(ss) == 0 {
 		return -1
