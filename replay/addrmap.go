@@ -103,16 +103,20 @@ func (m *addrMap[V]) set(key uint64, v V) {
 	m.n++
 }
 
-func (m *addrMap[V]) delete(key uint64) {
+// remove deletes key and returns the value it had: one probe where a get
+// and a delete would take two.
+func (m *addrMap[V]) remove(key uint64) (V, bool) {
+	var zero V
 	if key == emptyKey {
-		var zero V
+		v, ok := m.emptyKeyVal, m.hasEmptyKey
 		m.hasEmptyKey, m.emptyKeyVal = false, zero
-		return
+		return v, ok
 	}
 	i := m.probe(key)
 	if m.slots[i].key != key {
-		return
+		return zero, false
 	}
+	v := m.slots[i].val
 	m.n--
 	// Backward shift: move later entries of the probe run into the hole
 	// unless that would put them before their home slot.
@@ -124,6 +128,7 @@ func (m *addrMap[V]) delete(key uint64) {
 		}
 	}
 	m.slots[i].key = emptyKey
+	return v, true
 }
 
 // all iterates over the keys and values in no particular order.

@@ -28,7 +28,10 @@ func TestAddrMap(t *testing.T) {
 			m.set(k, int32(op))
 			want[k] = int32(op)
 		case 2:
-			m.delete(k)
+			v, ok := m.remove(k)
+			if w, wok := want[k]; v != w || ok != wok {
+				t.Fatalf("op %d: remove(%#x) = %d, %v; want %d, %v", op, k, v, ok, w, wok)
+			}
 			delete(want, k)
 		}
 		if op%1000 == 0 || op > 199000 {

@@ -76,8 +76,8 @@ func (l *layout) addFree(start, end uint64) {
 }
 
 func (l *layout) dropFree(start, end uint64) {
-	l.freeFrom.delete(start)
-	l.freeTo.delete(end)
+	l.freeFrom.remove(start)
+	l.freeTo.remove(end)
 }
 
 // freeContaining finds the free range holding [addr, addr+size) when it does
@@ -109,13 +109,16 @@ func (l *layout) take(addr, requested, known uint64) (size uint64, seg int, ok b
 	if seg < 0 {
 		return r, -1, false
 	}
-	end, ok := l.freeFrom.get(addr)
+	// The free range is shrunk in place: its start is removed here, its end
+	// keeps its key in freeTo.
+	end, ok := l.freeFrom.remove(addr)
 	start := addr
 	if !ok {
 		var found bool
 		if start, end, found = l.freeContaining(addr, minBlockSize); !found {
 			return r, seg, false
 		}
+		l.freeFrom.remove(start)
 	}
 	size = known
 	if size == 0 {
@@ -124,15 +127,13 @@ func (l *layout) take(addr, requested, known uint64) (size uint64, seg int, ok b
 	if addr+size > end {
 		size, ok = end-addr, false
 	}
-	// Shrink the free range in place: fewer map writes than drop and add.
-	l.freeFrom.delete(start)
 	if start < addr {
 		l.addFree(start, addr)
 	}
 	if rest := addr + size; rest < end {
 		l.addFree(rest, end)
 	} else {
-		l.freeTo.delete(end)
+		l.freeTo.remove(end)
 	}
 	return size, seg, ok
 }
@@ -159,15 +160,13 @@ func (l *layout) release(addr, size uint64) {
 	}
 	s := &l.segs[seg]
 	if start > s.addr {
-		if prev, ok := l.freeTo.get(start); ok {
-			l.freeTo.delete(start) // freeFrom[prev] is overwritten below
-			start = prev
+		if prev, ok := l.freeTo.remove(start); ok {
+			start = prev // freeFrom[prev] is overwritten below
 		}
 	}
 	if end < s.end() {
-		if next, ok := l.freeFrom.get(end); ok {
-			l.freeFrom.delete(end) // freeTo[next] is overwritten below
-			end = next
+		if next, ok := l.freeFrom.remove(end); ok {
+			end = next // freeTo[next] is overwritten below
 		}
 	}
 	l.addFree(start, end)

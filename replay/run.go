@@ -62,7 +62,7 @@ func (r *replayer) run() {
 // alloc replays an alloc; known is the block size from the final snapshot,
 // or 0. It returns the pool index touched.
 func (r *replayer) alloc(i int, e *snapshot.Event, known uint64, d *Sample) int {
-	if k, ok := r.blocks.get(e.Addr); ok {
+	if k, ok := r.blocks.remove(e.Addr); ok {
 		// The address is still active: its free was not recorded.
 		r.caveats.add(LayoutConflict, i, 0)
 		r.end(k, i, d)
@@ -106,6 +106,7 @@ func (r *replayer) freeRequested(i int, e *snapshot.Event, d *Sample) int {
 		d.Requested -= int64(a.Requested)
 	}
 	if !r.hasCompleted {
+		r.blocks.remove(e.Addr)
 		r.end(k, i, d)
 	}
 	return r.poolIndex(a.Pool)
@@ -113,7 +114,7 @@ func (r *replayer) freeRequested(i int, e *snapshot.Event, d *Sample) int {
 
 // freeCompleted replays a free_completed: the block goes back to the cache.
 func (r *replayer) freeCompleted(i int, e *snapshot.Event, d *Sample) int {
-	k, ok := r.blocks.get(e.Addr)
+	k, ok := r.blocks.remove(e.Addr)
 	if !ok {
 		r.caveats.add(LayoutConflict, i, 0)
 		return -1
@@ -122,8 +123,9 @@ func (r *replayer) freeCompleted(i int, e *snapshot.Event, d *Sample) int {
 	return r.poolIndex(r.t.Allocations[k].Pool)
 }
 
-// end ends allocation k at event i: freed if not yet, no longer active,
-// and its range merged back into the free ranges.
+// end ends allocation k at event i, which the caller has removed from
+// blocks: freed if not yet, no longer active, and its range merged back into
+// the free ranges.
 func (r *replayer) end(k int32, i int, d *Sample) {
 	a := &r.t.Allocations[k]
 	if a.Free == LiveAtEnd {
@@ -133,7 +135,6 @@ func (r *replayer) end(k int32, i int, d *Sample) {
 	}
 	a.End = int32(i)
 	d.Active -= int64(a.Size)
-	r.blocks.delete(a.Addr)
 	r.layout.release(a.Addr, a.Size)
 }
 
