@@ -8,9 +8,8 @@ import "github.com/vramscope/vramscope/snapshot"
 func (r *replayer) run() {
 	t := r.t
 	n := r.tr.Len()
-	t.allocated = make([]int64, n)
-	t.requested = make([]int64, n)
-	t.active = make([]int64, n)
+	allocated, requested, active := make([]int64, n), make([]int64, n), make([]int64, n)
+	t.allocated, t.requested, t.active = allocated, requested, active
 	t.Allocations = append(make([]Allocation, 0, len(t.Allocations)+r.counts[snapshot.ActionAlloc]), t.Allocations...)
 	t.poolInitial = append([]Sample(nil), r.pools[1:]...)
 	t.poolSteps = make([][]poolStep, len(t.Pools)-1)
@@ -20,8 +19,7 @@ func (r *replayer) run() {
 
 	cur := t.Initial
 	nextSeg, nextKnown := 0, 0
-	for i := range n {
-		e := r.tr.At(i)
+	for i, e := range r.tr.All() {
 		var d Sample
 		pool := -1
 		switch e.Action {
@@ -42,20 +40,25 @@ func (r *replayer) run() {
 		}
 		if pool >= 0 {
 			cur.add(d)
-			r.pools[pool].add(d)
+			// The default pool is not followed: it is the total minus the
+			// private pools.
 			if pool > 0 && d != (Sample{}) {
+				r.pools[pool].add(d)
 				t.poolSteps[pool-1] = append(t.poolSteps[pool-1], poolStep{index: i, Sample: r.pools[pool]})
 			}
 			if d.Reserved != 0 {
 				t.reserved = append(t.reserved, reservedStep{index: int32(i), bytes: cur.Reserved})
 			}
-		}
-		t.allocated[i], t.requested[i], t.active[i] = cur.Allocated, cur.Requested, cur.Active
-		for m := range t.peaks {
-			if v := cur.get(Metric(m)); v > t.peaks[m].Bytes {
-				t.peaks[m] = Peak{Index: i, TimeUS: e.TimeUS, Bytes: v}
+			// Only an event that raises a series can make it peak.
+			if d.Allocated > 0 || d.Requested > 0 || d.Active > 0 || d.Reserved > 0 {
+				for m := range t.peaks {
+					if v := cur.get(Metric(m)); v > t.peaks[m].Bytes {
+						t.peaks[m] = Peak{Index: i, TimeUS: e.TimeUS, Bytes: v}
+					}
+				}
 			}
 		}
+		allocated[i], requested[i], active[i] = cur.Allocated, cur.Requested, cur.Active
 	}
 }
 
