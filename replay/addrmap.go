@@ -84,16 +84,18 @@ func (m *addrMap[V]) get(key uint64) (V, bool) {
 	return s.val, s.key == key
 }
 
-func (m *addrMap[V]) set(key uint64, v V) {
+// set maps key to v and returns the value it replaces, if any.
+func (m *addrMap[V]) set(key uint64, v V) (old V, replaced bool) {
 	if key == emptyKey {
+		old, replaced = m.emptyKeyVal, m.hasEmptyKey
 		m.hasEmptyKey, m.emptyKeyVal = true, v
-		return
+		return old, replaced
 	}
 	i := m.probe(key)
 	s := &m.slots[i]
 	if s.key == key {
-		s.val = v
-		return
+		old, s.val = s.val, v
+		return old, true
 	}
 	if 2*(m.n+1) > len(m.slots) {
 		m.resize(m.n + 1)
@@ -101,6 +103,7 @@ func (m *addrMap[V]) set(key uint64, v V) {
 	}
 	s.key, s.val = key, v
 	m.n++
+	return old, false
 }
 
 // remove deletes key and returns the value it had: one probe where a get

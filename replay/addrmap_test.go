@@ -25,7 +25,10 @@ func TestAddrMap(t *testing.T) {
 		k := key()
 		switch rng.IntN(3) {
 		case 0, 1:
-			m.set(k, int32(op))
+			old, replaced := m.set(k, int32(op))
+			if w, wok := want[k]; old != w || replaced != wok {
+				t.Fatalf("op %d: set(%#x) replaced %d, %v; want %d, %v", op, k, old, replaced, w, wok)
+			}
 			want[k] = int32(op)
 		case 2:
 			v, ok := m.remove(k)

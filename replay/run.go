@@ -65,10 +65,12 @@ func (r *replayer) run() {
 // alloc replays an alloc; known is the block size from the final snapshot,
 // or 0. It returns the pool index touched.
 func (r *replayer) alloc(i int, e *snapshot.Event, known uint64, d *Sample) int {
-	if k, ok := r.blocks.remove(e.Addr); ok {
+	// The Allocation appended below gets index k.
+	k := int32(len(r.t.Allocations))
+	if old, ok := r.blocks.set(e.Addr, k); ok {
 		// The address is still active: its free was not recorded.
 		r.caveats.add(LayoutConflict, i, 0)
-		r.end(k, i, d)
+		r.end(old, i, d)
 	}
 	size, seg, ok := r.layout.take(e.Addr, e.Size, known)
 	a := Allocation{
@@ -85,7 +87,6 @@ func (r *replayer) alloc(i int, e *snapshot.Event, known uint64, d *Sample) int 
 	if seg >= 0 {
 		a.Pool = r.layout.segs[seg].pool
 	}
-	r.blocks.set(e.Addr, int32(len(r.t.Allocations)))
 	r.t.Allocations = append(r.t.Allocations, a)
 	d.Allocated += int64(size)
 	d.Requested += int64(e.Size)
