@@ -5,6 +5,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
 )
 
 // leakCulprit is one leaking callsite a scenario's expected.json names.
@@ -60,6 +64,7 @@ func TestLeakFixtures(t *testing.T) {
 			sn, tl := stepsScenario(t, filepath.Join(scenarioDir, rel))
 			f := testFilter(t)
 			r := Leak(sn, tl, DetectSteps(sn, tl, f), f)
+			checkLive(t, sn, tl, r, f)
 			fds := r.Findings()
 			want := leakScenarios[rel]
 			if strings.Contains(rel, "/step2/") && !strings.Contains(r.Reason, "2 steps found") {
@@ -80,6 +85,44 @@ func TestLeakFixtures(t *testing.T) {
 				checkLeakFinding(t, fds[k], c, len(r.Steps.Steps))
 			}
 		})
+	}
+}
+
+// checkLive recomputes every site's live bytes at the step boundaries the
+// slow way, asking each allocation whether it is allocated there, and
+// compares them with what measureSites found by walking the boundaries.
+func checkLive(t *testing.T, sn *snapshot.Snapshot, tl *replay.Timeline, r *LeakReport, f *callsite.Filter) {
+	t.Helper()
+	if len(r.Steps.Steps) == 0 {
+		return
+	}
+	at := boundaries(r.Steps.Steps)
+	want := map[string][]int64{}
+	for k := range tl.Allocations {
+		a := &tl.Allocations[k]
+		key := siteKey(f.Site(sn, a.Stack), a.Stack)
+		for j, p := range at {
+			if !a.AllocatedAt(p) {
+				continue
+			}
+			if want[key] == nil {
+				want[key] = make([]int64, len(at))
+			}
+			want[key][j] += int64(a.Size)
+		}
+	}
+	for _, s := range r.Sites {
+		w := want[s.key]
+		if w == nil {
+			w = make([]int64, len(at))
+		}
+		if !slices.Equal(s.Live, w) {
+			t.Errorf("%s: live bytes %v at the boundaries, want %v", s.key, s.Live, w)
+		}
+		delete(want, s.key)
+	}
+	for key, w := range want {
+		t.Errorf("%s: live bytes %v at the boundaries, but no site", key, w)
 	}
 }
 
