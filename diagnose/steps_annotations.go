@@ -3,16 +3,25 @@ package diagnose
 import (
 	"cmp"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/vramscope/vramscope/snapshot"
 )
 
-// numberedName splits a record_function name that ends in a number
-// ("ProfilerStep#12", "train_step#3") into its family and number.
-var numberedName = regexp.MustCompile(`^(.*[^0-9])([0-9]+)$`)
+// numberedFamily returns the family of a record_function name that ends in
+// a number ("ProfilerStep#12", "train_step#3"): the name with the number
+// replaced by N. Names of digits only, and names with a line break before
+// their last character, have none, as with the expression
+// ^(.*[^0-9])([0-9]+)$ that this replaces: matching it on every range took
+// 40 ms of a trace with 11 k steps.
+func numberedFamily(name string) (string, bool) {
+	stem := strings.TrimRight(name, "0123456789")
+	if stem == "" || len(stem) == len(name) || strings.Contains(stem[:len(stem)-1], "\n") {
+		return "", false
+	}
+	return stem + "N", true
+}
 
 // Names of the markers torch itself writes.
 const (
@@ -103,18 +112,23 @@ func numberedSteps(ranges []annRange, tr snapshot.Trace) (Steps, bool) {
 		if strings.HasPrefix(r.name, compiledRegion) {
 			continue
 		}
-		if m := numberedName.FindStringSubmatch(r.name); m != nil {
-			families[m[1]+"N"] = append(families[m[1]+"N"], r)
+		if fam, ok := numberedFamily(r.name); ok {
+			families[fam] = append(families[fam], r)
 		}
 	}
 	best, bestEvents := "", -1
+	var bestSteps []Step
 	for fam, rs := range families {
 		if !sequential(rs) {
 			continue
 		}
+		// Each family's steps are made while it is scored, so that no
+		// range's events are searched for twice.
+		steps := make([]Step, len(rs))
 		events := 0
-		for _, r := range rs {
+		for k, r := range rs {
 			first, end := eventSpan(tr, r.startUS, r.endUS)
+			steps[k] = Step{Label: r.name, Source: SourceAnnotation, First: first, End: end, StartUS: r.startUS, EndUS: r.endUS}
 			events += end - first
 		}
 		// The family covering the most events is the outermost loop
@@ -126,21 +140,15 @@ func numberedSteps(ranges []annRange, tr snapshot.Trace) (Steps, bool) {
 			better = n < bn || n == bn && fam < best
 		}
 		if fam == profilerStepFamily || best != profilerStepFamily && better {
-			best, bestEvents = fam, events
+			best, bestEvents, bestSteps = fam, events, steps
 		}
 	}
 	if best == "" {
 		return Steps{}, false
 	}
-	rs := families[best]
-	steps := make([]Step, len(rs))
-	for k, r := range rs {
-		first, end := eventSpan(tr, r.startUS, r.endUS)
-		steps[k] = Step{Label: r.name, Source: SourceAnnotation, First: first, End: end, StartUS: r.startUS, EndUS: r.endUS}
-	}
 	return Steps{
-		Steps: steps, Source: SourceAnnotation, Marker: best, Confidence: 1,
-		Reason: fmt.Sprintf("%d %s record_function ranges", len(steps), best),
+		Steps: bestSteps, Source: SourceAnnotation, Marker: best, Confidence: 1,
+		Reason: fmt.Sprintf("%d %s record_function ranges", len(bestSteps), best),
 	}, true
 }
 

@@ -239,3 +239,21 @@ func TestDetectStepsEmptyTrace(t *testing.T) {
 		t.Errorf("got %+v", got)
 	}
 }
+
+func TestNumberedFamily(t *testing.T) {
+	for _, tt := range []struct{ name, family string }{
+		{"ProfilerStep#12", "ProfilerStep#N"},
+		{"train_step#3", "train_step#N"},
+		{"Optimizer.step#Adam.step", ""},
+		{"epoch 10", "epoch N"},
+		{"2024", ""},
+		{"", ""},
+		{"first line\nstep#1", ""}, // no line break before the last character
+		{"step#\n1", "step#\nN"},   // but the character before the number may be one
+	} {
+		got, ok := numberedFamily(tt.name)
+		if got != tt.family || ok != (tt.family != "") {
+			t.Errorf("numberedFamily(%q) = %q, %v; want %q", tt.name, got, ok, tt.family)
+		}
+	}
+}
