@@ -79,11 +79,25 @@ type Candidate struct {
 
 // OOMs explains every oom event of tl.
 func OOMs(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) ([]*OOMReport, error) {
-	var out []*OOMReport
-	for i, e := range tl.Trace.All() {
-		if e.Action != snapshot.ActionOOM {
-			continue
+	return explainOOMs(sn, tl, f, oomEvents(tl.Trace))
+}
+
+// oomEvents returns the indices of tr's oom events. It reads every event,
+// the cost of OOMs on a long trace, so Explain runs it beside the rest.
+func oomEvents(tr snapshot.Trace) []int {
+	var out []int
+	for i, e := range tr.All() {
+		if e.Action == snapshot.ActionOOM {
+			out = append(out, i)
 		}
+	}
+	return out
+}
+
+// explainOOMs explains the oom events at indices events of tl.
+func explainOOMs(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, events []int) ([]*OOMReport, error) {
+	var out []*OOMReport
+	for _, i := range events {
 		r, err := OOM(sn, tl, f, i)
 		if err != nil {
 			return nil, err
