@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/inputs"
@@ -60,6 +61,13 @@ type block struct{ addr, size uint64 }
 // peaks and the trace's findings, not the snapshot: the note says so.
 func (a *Analyzer) digestSnapshot(in inputs.Input, sn *snapshot.Snapshot) *digest {
 	d := &digest{in: in}
+	// The replay takes most of the time; what needs only the segments and
+	// the events (chunk owners, steps) runs beside it on another core.
+	var tls []*replay.Timeline
+	var replayErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { tls, replayErr = replay.Devices(sn) })
+
 	res := a.sites.resolver(a.filter, sn, a.opts.StackDepth)
 	byDevice := map[int]*deviceDigest{}
 	dev := func(n int) *deviceDigest {
@@ -75,17 +83,19 @@ func (a *Analyzer) digestSnapshot(in inputs.Input, sn *snapshot.Snapshot) *diges
 		dd := dev(seg.Device)
 		dd.addSegment(sn, seg, res)
 	}
+	steps := map[int]diagnose.Steps{}
 	for n, tr := range sn.Traces {
 		if tr.Len() == 0 {
 			continue
 		}
 		d.endUS = max(d.endUS, tr.At(tr.Len()-1).TimeUS)
 		dev(n).attributeChunks(tr, res)
+		steps[n] = diagnose.TraceSteps(sn, n, tr, a.filter)
 	}
 
-	tls, err := replay.Devices(sn)
-	if err != nil {
-		d.notes = append(d.notes, fmt.Sprintf("%s: trace not replayed (%v): no peaks or trace findings from it", in, err))
+	wg.Wait()
+	if replayErr != nil {
+		d.notes = append(d.notes, fmt.Sprintf("%s: trace not replayed (%v): no peaks or trace findings from it", in, replayErr))
 	}
 	for _, tl := range tls {
 		dd := dev(tl.Device)
@@ -94,7 +104,7 @@ func (a *Analyzer) digestSnapshot(in inputs.Input, sn *snapshot.Snapshot) *diges
 		dd.peakReserved = tl.Peak(replay.Reserved).Bytes
 		d.traced = true
 	}
-	findings, notes := a.traceFindings(sn, tls)
+	findings, notes := a.traceFindings(sn, tls, steps)
 	d.findings = findings
 	d.notes = append(d.notes, notes...)
 

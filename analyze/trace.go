@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/replay"
@@ -10,22 +11,26 @@ import (
 
 // traceFindings runs the single-trace analyses of package diagnose (peak,
 // fragmentation, OOM, and leaks between the steps inside the trace) on
-// every device of one snapshot.
-func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline) ([]diagnose.Finding, []string) {
+// every device of one snapshot; steps holds each traced device's steps.
+func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline, steps map[int]diagnose.Steps) ([]diagnose.Finding, []string) {
 	out := []diagnose.Finding{}
 	var notes []string
 	for _, tl := range tls {
 		if tl.Len() == 0 {
 			continue
 		}
+		// Explain and Leak only read the timeline: they run side by side.
+		var leaks []diagnose.Finding
+		var wg sync.WaitGroup
+		wg.Go(func() { leaks = diagnose.Leak(sn, tl, steps[tl.Device], a.filter).Findings() })
 		r, err := diagnose.Explain(sn, tl, a.filter)
+		wg.Wait()
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("device %d: trace analysis failed: %v", tl.Device, err))
 			continue
 		}
 		out = append(out, r.Findings...)
-		steps := diagnose.DetectSteps(sn, tl, a.filter)
-		out = append(out, diagnose.Leak(sn, tl, steps, a.filter).Findings()...)
+		out = append(out, leaks...)
 	}
 	return out, notes
 }

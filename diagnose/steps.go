@@ -61,14 +61,20 @@ type Steps struct {
 // need a join by time, and periodicity is a guess from the allocation
 // pattern, so they are tried in that order.
 func DetectSteps(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) Steps {
-	tr := tl.Trace
+	return TraceSteps(sn, tl.Device, tl.Trace, f)
+}
+
+// TraceSteps is DetectSteps on device's trace tr before it is replayed:
+// steps come from the events alone, so a caller can find them while the
+// replay runs on another core.
+func TraceSteps(sn *snapshot.Snapshot, device int, tr snapshot.Trace, f *callsite.Filter) Steps {
 	if tr.Len() == 0 {
 		return Steps{Steps: []Step{}, Reason: "the device has no trace events (recording was off or the trace was not included)"}
 	}
 	if s, ok := stepsFromMetadata(sn, tr); ok {
 		return s
 	}
-	if s, ok := stepsFromAnnotations(sn.Annotations, tl.Device, tr); ok {
+	if s, ok := stepsFromAnnotations(sn.Annotations, device, tr); ok {
 		return s
 	}
 	s := stepsFromPeriod(sn, tr, f)
