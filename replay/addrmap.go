@@ -27,10 +27,9 @@ type addrSlot[V any] struct {
 
 const emptyKey = ^uint64(0)
 
-// newAddrMap returns a map with room for n keys before it grows.
-func newAddrMap[V any](n int) *addrMap[V] {
+func newAddrMap[V any]() *addrMap[V] {
 	m := &addrMap[V]{}
-	m.resize(max(n, 8))
+	m.resize(0)
 	return m
 }
 

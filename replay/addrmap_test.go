@@ -10,7 +10,7 @@ import (
 // wrap-arounds) and the reserved empty key among them.
 func TestAddrMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	m := newAddrMap[int32](0)
+	m := newAddrMap[int32]()
 	want := map[uint64]int32{}
 	key := func() uint64 {
 		switch rng.IntN(10) {

@@ -120,8 +120,8 @@ func newReplayer(sn *snapshot.Snapshot, d int, tr snapshot.Trace) *replayer {
 		sn:        sn,
 		tr:        tr,
 		t:         &Timeline{Device: d, Trace: tr, sn: sn, Pools: []snapshot.PoolID{{}}},
-		addrIndex: newAddrMap[int32](0),
-		blocks:    newAddrMap[int32](0),
+		addrIndex: newAddrMap[int32](),
+		blocks:    newAddrMap[int32](),
 		poolOf:    map[snapshot.PoolID]int{{}: 0},
 	}
 	r.maxSplit = math.MaxUint64 // max_split_size unset: every block may split
