@@ -19,7 +19,8 @@ func (r *replayer) run() {
 
 	cur := t.Initial
 	nextSeg, nextKnown := 0, 0
-	for i, e := range r.tr.All() {
+	for i := range n {
+		e := r.tr.At(i)
 		var d Sample
 		pool := -1
 		switch e.Action {
