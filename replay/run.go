@@ -1,6 +1,9 @@
 package replay
 
-import "github.com/vramscope/vramscope/snapshot"
+import (
+	"github.com/vramscope/vramscope/internal/hugepage"
+	"github.com/vramscope/vramscope/snapshot"
+)
 
 // run is step 3: one forward pass over the events. Per event it does a few
 // map operations keyed by address and appends at most one Allocation; it
@@ -9,8 +12,15 @@ func (r *replayer) run() {
 	t := r.t
 	n := r.tr.Len()
 	allocated, requested, active := make([]int64, n), make([]int64, n), make([]int64, n)
+	allocs := make([]Allocation, 0, len(t.Allocations)+r.counts[snapshot.ActionAlloc])
+	// Half a GB of fresh output on the 996 MB bench file: on huge pages,
+	// replay takes 0.60-0.67 s instead of 0.82-0.90 s (page faults).
+	hugepage.Advise(allocated)
+	hugepage.Advise(requested)
+	hugepage.Advise(active)
+	hugepage.Advise(allocs)
 	t.allocated, t.requested, t.active = allocated, requested, active
-	t.Allocations = append(make([]Allocation, 0, len(t.Allocations)+r.counts[snapshot.ActionAlloc]), t.Allocations...)
+	t.Allocations = append(allocs, t.Allocations...)
 	t.poolInitial = append([]Sample(nil), r.pools[1:]...)
 	t.poolSteps = make([][]poolStep, len(t.Pools)-1)
 	for m := range t.peaks {

@@ -1,6 +1,10 @@
 package pickle
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/vramscope/vramscope/internal/hugepage"
+)
 
 // memo is the pickle memo: an id -> value table that only grows. A 1 GB
 // snapshot has about 30 M entries (most of them trace-entry dicts and the
@@ -18,7 +22,7 @@ type memo struct {
 }
 
 const (
-	memoChunkBits = 16
+	memoChunkBits = 20 // 4 MiB chunks: each holds a whole 2 MiB huge page
 	memoChunkLen  = 1 << memoChunkBits
 	payloadBits   = 27
 	payloadMask   = 1<<payloadBits - 1
@@ -88,7 +92,9 @@ func (m *memo) put(i uint64, v Value) error {
 			if k == 0 {
 				c = 256 // small pickles stay small; the first chunk grows
 			}
-			m.chunks = append(m.chunks, make([]uint32, 0, c))
+			ch := make([]uint32, 0, c)
+			hugepage.Advise(ch)
+			m.chunks = append(m.chunks, ch)
 		}
 		m.chunks[k] = append(m.chunks[k], u)
 		m.n++
