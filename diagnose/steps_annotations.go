@@ -59,20 +59,34 @@ func stepsFromAnnotations(anns []snapshot.Annotation, device int, tr snapshot.Tr
 }
 
 // deviceAnnotations returns the annotations recorded for device, or all of
-// them when none names it: annotations come from the recording thread's
-// current device, which is device 0 for threads that never set one
-// (pytorch/pytorch#130457).
+// them when none names it, in time order: annotations come from the
+// recording thread's current device, which is device 0 for threads that
+// never set one (pytorch/pytorch#130457). The result may be anns itself,
+// when that is already the answer (one device, recorded in time order):
+// a long trace has hundreds of thousands of annotations, and copying them
+// made 16 MB of garbage on the 996 MB bench file.
 func deviceAnnotations(anns []snapshot.Annotation, device int) []snapshot.Annotation {
-	var out []snapshot.Annotation
+	byTime := func(a, b snapshot.Annotation) int { return cmp.Compare(a.TimeUS, b.TimeUS) }
+	n := 0
 	for _, a := range anns {
 		if a.Device == device {
+			n++
+		}
+	}
+	all := n == 0 || n == len(anns)
+	if all && slices.IsSortedFunc(anns, byTime) {
+		return anns
+	}
+	if all {
+		n = len(anns)
+	}
+	out := make([]snapshot.Annotation, 0, n)
+	for _, a := range anns {
+		if all || a.Device == device {
 			out = append(out, a)
 		}
 	}
-	if len(out) == 0 {
-		out = slices.Clone(anns)
-	}
-	slices.SortStableFunc(out, func(a, b snapshot.Annotation) int { return cmp.Compare(a.TimeUS, b.TimeUS) })
+	slices.SortStableFunc(out, byTime)
 	return out
 }
 

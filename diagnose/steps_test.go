@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -255,5 +256,39 @@ func TestNumberedFamily(t *testing.T) {
 		if got != tt.family || ok != (tt.family != "") {
 			t.Errorf("numberedFamily(%q) = %q, %v; want %q", tt.name, got, ok, tt.family)
 		}
+	}
+}
+
+func TestDeviceAnnotations(t *testing.T) {
+	ann := func(dev int, us int64) snapshot.Annotation {
+		return snapshot.Annotation{Name: fmt.Sprint(us), Stage: "START", Device: dev, TimeUS: us}
+	}
+	times := func(anns []snapshot.Annotation) []int64 {
+		var out []int64
+		for _, a := range anns {
+			out = append(out, a.TimeUS)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name   string
+		anns   []snapshot.Annotation
+		device int
+		want   []int64
+	}{
+		{"one device in order", []snapshot.Annotation{ann(0, 1), ann(0, 2), ann(0, 3)}, 0, []int64{1, 2, 3}},
+		{"one device out of order", []snapshot.Annotation{ann(0, 3), ann(0, 1), ann(0, 2)}, 0, []int64{1, 2, 3}},
+		{"none names the device", []snapshot.Annotation{ann(0, 2), ann(0, 1)}, 1, []int64{1, 2}},
+		{"two devices", []snapshot.Annotation{ann(1, 4), ann(0, 3), ann(1, 1), ann(0, 2)}, 1, []int64{1, 4}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := slices.Clone(tt.anns)
+			if got := times(deviceAnnotations(tt.anns, tt.device)); !slices.Equal(got, tt.want) {
+				t.Errorf("times %v, want %v", got, tt.want)
+			}
+			if !slices.Equal(tt.anns, before) {
+				t.Errorf("the snapshot's annotations were reordered: %v", times(tt.anns))
+			}
+		})
 	}
 }
