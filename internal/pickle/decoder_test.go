@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -238,6 +239,21 @@ func TestDecodeLong(t *testing.T) {
 		got, err := decodeLong(b)
 		if c.ok != (err == nil) || (c.ok && got != c.want) {
 			t.Errorf("decodeLong(%s) = %+v, %v; want %+v ok=%v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
+
+// A container is closed once the next opcodes prove its parent consumes it
+// (whole.go). Adding to it later through the memo, which Python's pickler
+// never writes but pickle.loads accepts ([{1: 2, 3: 4}, {}] here), is
+// refused on both paths rather than decoded differently by each.
+func TestAddingToAClosedContainer(t *testing.T) {
+	// [d, {}] with d = {1: 2}, then memo[1] (d) gets 3: 4 after the list's APPENDS.
+	raw, _ := hex.DecodeString("80045d94287d94284b014b02757d9465680128" + "4b034b0475302e")
+	for _, s := range []Sink{newTreeSink(), &wholeTreeSink{treeSink: newTreeSink()}} {
+		_, err := NewDecoder(bytes.NewReader(raw), s, DefaultLimits).Decode()
+		if err == nil || !strings.Contains(err.Error(), "offset 23: opcode SETITEMS (0x75): adding to a value that is not a dict or list") {
+			t.Errorf("%T: err = %v", s, err)
 		}
 	}
 }

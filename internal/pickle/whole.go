@@ -19,7 +19,7 @@ package pickle
 //
 // The one observable difference: a pickle that adds to a container through
 // the memo after the container was completed (Python's pickler never writes
-// one) fails with "adding to a container that is not a dict or list" instead
+// one) fails with "adding to a value that is not a dict or list" instead
 // of decoding.
 
 // WholeSink is a Sink that can build a container from all of its items at
