@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/vramscope/vramscope/snapshot"
@@ -96,6 +97,7 @@ func deviceAnnotations(anns []snapshot.Annotation, device int) []snapshot.Annota
 // without a partner.
 func pairAnnotations(anns []snapshot.Annotation) (ranges []annRange, unpaired int) {
 	open := map[string][]int64{}
+	ranges = make([]annRange, 0, len(anns)/2) // nearly all are paired
 	for _, a := range anns {
 		switch a.Stage {
 		case "START":
@@ -139,9 +141,10 @@ func numberedSteps(ranges []annRange, tr snapshot.Trace) (Steps, bool) {
 		// Each family's steps are made while it is scored, so that no
 		// range's events are searched for twice.
 		steps := make([]Step, len(rs))
-		events := 0
+		events, from := 0, 0
 		for k, r := range rs {
-			first, end := eventSpan(tr, r.startUS, r.endUS)
+			first, end := eventSpan(tr, from, r.startUS, r.endUS)
+			from = first
 			steps[k] = Step{Label: r.name, Source: SourceAnnotation, First: first, End: end, StartUS: r.startUS, EndUS: r.endUS}
 			events += end - first
 		}
@@ -203,11 +206,14 @@ func optimizerSteps(ranges []annRange, tr snapshot.Trace) (Steps, bool) {
 	rs := byName[best]
 	steps := make([]Step, 0, len(rs))
 	first, startUS := 0, tr.At(0).TimeUS
+	from := 0 // the events of the last range start here
 	for k, r := range rs {
-		_, end := eventSpan(tr, r.startUS, r.endUS)
+		rangeFirst, end := eventSpan(tr, from, r.startUS, r.endUS)
+		from = rangeFirst
 		end = max(end, first)
 		steps = append(steps, Step{
-			Label: fmt.Sprintf("%s (%d)", best, k+1), Source: SourceAnnotation,
+			// Not Sprintf: a long run has hundreds of thousands of steps.
+			Label: best + " (" + strconv.Itoa(k+1) + ")", Source: SourceAnnotation,
 			First: first, End: end, StartUS: startUS, EndUS: r.endUS,
 		})
 		first, startUS = end, r.endUS

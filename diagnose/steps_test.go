@@ -292,3 +292,21 @@ func TestDeviceAnnotations(t *testing.T) {
 		})
 	}
 }
+
+func TestGallop(t *testing.T) {
+	for n := range 40 {
+		for answer := 0; answer <= n; answer++ {
+			for from := 0; from <= answer; from++ {
+				f := func(i int) bool {
+					if i < from || i >= n {
+						t.Fatalf("n %d, from %d: probed %d", n, from, i)
+					}
+					return i >= answer
+				}
+				if got := gallop(n, from, f); got != answer {
+					t.Errorf("gallop(%d, %d) = %d, want %d", n, from, got, answer)
+				}
+			}
+		}
+	}
+}
