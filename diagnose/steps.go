@@ -90,7 +90,7 @@ func TraceSteps(sn *snapshot.Snapshot, device int, tr snapshot.Trace, f *callsit
 // device, so a search suffices; callers go through ranges in start order
 // and pass the last range's first event as from, so each search gallops
 // from there over about one step's events rather than bisecting the whole
-// trace (289 k Optimizer.step ranges in 11 M events: 0.06 s instead of 0.18 s).
+// trace (289 k Optimizer.step ranges in 11 M events: 0.10 s instead of 0.18 s).
 func eventSpan(tr snapshot.Trace, from int, startUS, endUS int64) (first, end int) {
 	n := tr.Len()
 	first = gallop(n, from, func(i int) bool { return tr.At(i).TimeUS >= startUS })
