@@ -17,6 +17,11 @@
 #   RUNS=3         runs per fast command (median reported)
 #   PY_GC=1        also time pickle.load with the GC on (once; slow); 0 = skip
 #   PY=1           time Python at all; 0 = skip both Python rows
+#   VS=path        a prebuilt vramscope binary (e.g. cross-compiled for a machine
+#                  without Go) instead of building bench/out/vramscope
+#   PIN='taskset -c 0,1'
+#                  a prefix for every timed command: pins a big machine to the
+#                  2 cores of the reference one
 # Output: a Markdown report on stdout, also saved as bench/out/report-<time>.md.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -35,12 +40,28 @@ exec > >(tee "$REPORT") 2>&1
 
 note() { printf '%s\n' "$*"; }
 
-if [ ! -x /usr/bin/time ]; then note "error: /usr/bin/time (GNU time) is required"; exit 1; fi
+# timer FILE cmd...: runs cmd, writing GNU time -v's user/system time and peak
+# RSS lines to FILE (with Python's getrusage where GNU time is missing).
+if [ -x /usr/bin/time ]; then
+  timer() { local f=$1; shift; /usr/bin/time -v -o "$f" "$@"; }
+else
+  timer() {
+    local f=$1; shift
+    "$PYTHON" -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:])
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write("User time (seconds): %f\nSystem time (seconds): %f\nMaximum resident set size (kbytes): %d\n" % (u.ru_utime, u.ru_stime, u.ru_maxrss))
+sys.exit(rc)' "$f" "$@"
+  }
+fi
+PIN=${PIN:-}
 
 # ---------------------------------------------------------------- vramscope
-VS=$OUT/vramscope
 VS_OK=0
-if [ -d cmd/vramscope ] && ls cmd/vramscope/*.go >/dev/null 2>&1; then
+if [ -n "${VS:-}" ]; then
+  [ -x "$VS" ] && VS_OK=1 || note "NOTE: VS=$VS is not an executable; vramscope rows are skipped."
+elif [ -d cmd/vramscope ] && ls cmd/vramscope/*.go >/dev/null 2>&1; then
+  VS=$OUT/vramscope
   if go build -o "$VS" ./cmd/vramscope >"$OUT/build.log" 2>&1; then
     VS_OK=1
   else
@@ -69,7 +90,7 @@ if [ -z "${FILE:-}" ]; then
   FILE=$OUT/grown_${base}_${STACKS}_${SIZE_MB}mb.pickle
   if [ ! -f "$FILE" ] || [ "$SEED" -nt "$FILE" ]; then
     note "Generating $FILE from $SEED ..."
-    if ! /usr/bin/time -v -o "$OUT/grow.time" "$PYTHON" bench/grow_snapshot.py "$SEED" "$FILE" \
+    if ! timer "$OUT/grow.time" "$PYTHON" bench/grow_snapshot.py "$SEED" "$FILE" \
          --size-mb "$SIZE_MB" --stacks "$STACKS" >"$OUT/grow.log" 2>&1; then
       note "error: grow_snapshot.py failed:"; cat "$OUT/grow.log"; exit 1
     fi
@@ -90,7 +111,8 @@ measure() {
   local walls=() rsss=() cpus=() rc=0 i t0 t1 r
   for ((i = 0; i < n; i++)); do
     t0=$(date +%s%N)
-    /usr/bin/time -v -o "$OUT/time.txt" "$@" >"$OUT/cmd.out" 2>"$OUT/cmd.err"
+    # shellcheck disable=SC2086 # PIN is a command prefix, split on purpose
+    timer "$OUT/time.txt" $PIN "$@" >"$OUT/cmd.out" 2>"$OUT/cmd.err"
     r=$?
     t1=$(date +%s%N)
     [ $r -ne 0 ] && rc=$r
@@ -156,6 +178,6 @@ note "|---|---:|---:|---:|---:|---:|---:|---|---|"
 printf '%s\n' "${ROWS[@]}"
 note ""
 note "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (anything near or above nproc means other work shared the CPUs: compare the CPU s column, and rerun when the machine is quiet)"
-note "Machine: nproc=$(nproc), CPU: $model, RAM: ${mem} GB total (free -g), $(go version 2>/dev/null || echo 'go: not found'), $($PYTHON --version 2>&1), kernel $(uname -r)"
+note "Machine: nproc=$(nproc)${PIN:+, commands run under '$PIN'}, CPU: $model, RAM: ${mem} GB total (free -g), $(go version 2>/dev/null || echo 'go: not found'), $($PYTHON --version 2>&1), kernel $(uname -r)"
 note ""
 note "Report saved as ${REPORT#"$ROOT"/}"
