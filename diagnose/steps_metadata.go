@@ -33,17 +33,18 @@ func stepsFromMetadata(sn *snapshot.Snapshot, tr snapshot.Trace) (Steps, bool) {
 	}
 	spans := map[int]*span{}
 	key := "" // the key of the first tagged event names the marker
-	for i, e := range tr.All() {
-		if e.UserMetadata == 0 {
+	for i := range tr.Len() {
+		md := tr.Context(i).UserMetadata
+		if md == 0 {
 			continue
 		}
-		p, seen := cache[e.UserMetadata]
+		p, seen := cache[md]
 		if !seen {
-			if m := metadataStep.FindStringSubmatch(sn.String(e.UserMetadata)); m != nil {
+			if m := metadataStep.FindStringSubmatch(sn.String(md)); m != nil {
 				n, err := strconv.Atoi(m[2])
 				p = parsed{key: m[1], n: n, ok: err == nil}
 			}
-			cache[e.UserMetadata] = p
+			cache[md] = p
 		}
 		if !p.ok {
 			continue

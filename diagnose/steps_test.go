@@ -15,11 +15,12 @@ import (
 // µs apart; an annotation takes the time between two events, so a range
 // opened before an event and closed after it contains it.
 type scriptTrace struct {
-	sn     *snapshot.Snapshot
-	events []snapshot.Event
-	now    int64
-	md     snapshot.StringID
-	next   uint64 // next free address: blocks are never reused
+	sn       *snapshot.Snapshot
+	events   []snapshot.Event
+	contexts []snapshot.Context
+	now      int64
+	md       snapshot.StringID
+	next     uint64 // next free address: blocks are never reused
 }
 
 func newScriptTrace() *scriptTrace {
@@ -50,12 +51,13 @@ func (s *scriptTrace) annotate(stage, name string) {
 
 func (s *scriptTrace) push(e snapshot.Event) {
 	s.now += 10
-	e.TimeUS, e.UserMetadata = s.now, s.md
+	e.TimeUS = s.now
 	s.events = append(s.events, e)
+	s.contexts = append(s.contexts, snapshot.Context{UserMetadata: s.md})
 }
 
 func (s *scriptTrace) build() *snapshot.Snapshot {
-	s.sn.Traces = []snapshot.Trace{snapshot.NewTrace(s.events)}
+	s.sn.Traces = []snapshot.Trace{snapshot.NewTrace(s.events, s.contexts)}
 	return s.sn
 }
 

@@ -341,7 +341,7 @@ func (b *builder) arenaLen(k pickle.Kind) int {
 func (b *builder) copyElem(k pickle.Kind, i int) {
 	switch k {
 	case vEvent:
-		b.events.push(*b.events.at(i))
+		b.events.push(*b.events.at(i), b.events.context(i))
 	case vBlock:
 		b.sn.Blocks = append(b.sn.Blocks, b.sn.Blocks[i])
 	case vSegment:
@@ -570,17 +570,18 @@ func (b *builder) closeEvent(d *dictB) (pickle.Value, error) {
 		if d.set.has(kTimeUS) {
 			e.TimeUS = int64(f[kTimeUS].N)
 		}
+		var c Context
 		if d.set.has(kCompileContext) {
-			e.CompileContext = StringID(f[kCompileContext].N)
+			c.CompileContext = StringID(f[kCompileContext].N)
 		}
 		if d.set.has(kUserMetadata) {
-			e.UserMetadata = StringID(f[kUserMetadata].N)
+			c.UserMetadata = StringID(f[kUserMetadata].N)
 		}
 		var err error
 		if e.Stream, err = b.stream("trace entry", d); err != nil {
 			return pickle.Value{}, err
 		}
-		return pickle.Value{Kind: vEvent, N: uint64(b.events.push(e))}, nil
+		return pickle.Value{Kind: vEvent, N: uint64(b.events.push(e, c))}, nil
 	}
 checked:
 	const what = "trace entry"
@@ -610,13 +611,14 @@ checked:
 	if e.TimeUS, err = b.intField(what, d, kTimeUS); err != nil {
 		return pickle.Value{}, err
 	}
-	if e.CompileContext, err = b.strField(what, d, kCompileContext); err != nil {
+	var c Context
+	if c.CompileContext, err = b.strField(what, d, kCompileContext); err != nil {
 		return pickle.Value{}, err
 	}
 	if d.set.has(kUserMetadata) && d.f[kUserMetadata].Kind != pickle.KindString {
 		// Newer torch may write structured metadata; keep going without it.
 		b.sn.Unknown["event.user_metadata(non-str)"]++
-	} else if e.UserMetadata, err = b.strField(what, d, kUserMetadata); err != nil {
+	} else if c.UserMetadata, err = b.strField(what, d, kUserMetadata); err != nil {
 		return pickle.Value{}, err
 	}
 	if e.Stack, err = b.stackField(what, d); err != nil {
@@ -625,7 +627,7 @@ checked:
 	if len(d.extra) > 0 || d.set&^eventKeys != 0 {
 		b.countExtra("event", d, eventKeys)
 	}
-	return pickle.Value{Kind: vEvent, N: uint64(b.events.push(e))}, nil
+	return pickle.Value{Kind: vEvent, N: uint64(b.events.push(e, c))}, nil
 }
 
 func (b *builder) closeFrame(d *dictB) (pickle.Value, error) {

@@ -216,8 +216,8 @@ func checkFixture(t *testing.T, sn *Snapshot, want fixtureWant) {
 			f := sn.Frames[sn.Stack(e.Stack)[0]]
 			first = strings.Join([]string{e.Action.String(), f.Name, filepath.Base(f.Filename), itoa(f.Line)}, " ")
 		}
-		metas[sn.String(e.UserMetadata)] = true
-		ctxs[sn.String(e.CompileContext)] = true
+		metas[sn.String(tr.Context(i).UserMetadata)] = true
+		ctxs[sn.String(tr.Context(i).CompileContext)] = true
 		if e.Action == ActionOOM {
 			oom = e
 		}
@@ -405,7 +405,7 @@ func sameModel(t *testing.T, a, b *Snapshot) {
 	for i := 0; i < ta.Len(); i++ {
 		x, y := ta.At(i), tb.At(i)
 		if x.Action != y.Action || x.Addr != y.Addr || x.Size != y.Size || x.TimeUS != y.TimeUS ||
-			a.String(x.UserMetadata) != b.String(y.UserMetadata) || !sameStack(a, b, x.Stack, y.Stack) {
+			a.String(ta.Context(i).UserMetadata) != b.String(tb.Context(i).UserMetadata) || !sameStack(a, b, x.Stack, y.Stack) {
 			t.Errorf("event %d: %+v vs %+v", i, x, y)
 		}
 	}
@@ -527,7 +527,7 @@ func TestNewerKeysTolerated(t *testing.T) {
 	}
 	tr := sn.Traces[0]
 	last := tr.At(tr.Len() - 1)
-	if tr.Len() != 57 || last.Action != ActionAnnotate || sn.String(last.UserMetadata) != `{"saved_by": "autograd"}` {
+	if tr.Len() != 57 || last.Action != ActionAnnotate || sn.String(tr.Context(tr.Len()-1).UserMetadata) != `{"saved_by": "autograd"}` {
 		t.Errorf("last of %d events: %+v", tr.Len(), *last)
 	}
 	base := fixtures["default.pickle"]

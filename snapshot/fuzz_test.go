@@ -41,11 +41,11 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		for _, tr := range sn.Traces {
-			for _, e := range tr.All() {
+			for i, e := range tr.All() {
 				for _, fr := range sn.Stack(e.Stack) {
 					_ = sn.Frames[fr]
 				}
-				_ = sn.String(e.CompileContext) + sn.String(e.UserMetadata)
+				_ = sn.String(tr.Context(i).CompileContext) + sn.String(tr.Context(i).UserMetadata)
 				_ = sn.Stream(e.Stream)
 			}
 		}

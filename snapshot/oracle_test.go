@@ -173,7 +173,8 @@ func compareTree(t *testing.T, sn *Snapshot, top *types.Dict) {
 					t.Errorf("%s %s: oracle %d, model %d", where, k, w, got)
 				}
 			}
-			for k, got := range map[string]string{"compile_context": sn.String(e.CompileContext), "user_metadata": sn.String(e.UserMetadata)} {
+			c := tr.Context(i)
+			for k, got := range map[string]string{"compile_context": sn.String(c.CompileContext), "user_metadata": sn.String(c.UserMetadata)} {
 				if v, _ := get(ed, k); v.(string) != got {
 					t.Errorf("%s %s: oracle %q, model %q", where, k, v, got)
 				}

@@ -184,7 +184,8 @@ func ParseAction(name string) Action {
 	return ActionUnknown
 }
 
-// Event is one trace entry in compact form (40 bytes: traces hold millions).
+// Event is one trace entry in compact form (32 bytes: traces hold millions).
+// Its compile context and user metadata are in Trace.Context.
 type Event struct {
 	// Addr is the block or segment address; for ActionOOM it is device_free
 	// (cudaMemGetInfo free bytes at the failure); 0 for ActionSnapshot.
@@ -192,12 +193,18 @@ type Event struct {
 	Size   uint64
 	TimeUS int64 // Unix epoch microseconds (0 before torch 2.2)
 	Stack  StackID
+	Stream StreamID
+	Action Action
+}
+
+// Context is what a trace entry says about the code around it. Most traces
+// give every entry the same pair ("N/A", ""), so it is kept out of Event:
+// 8 bytes less per entry (91 MB on an 11 M-entry trace).
+type Context struct {
 	// CompileContext is "N/A" or "Torch-Compiled Region: f/c" (2.8+).
 	CompileContext StringID
 	// UserMetadata is the _set_memory_metadata string (2.10+).
 	UserMetadata StringID
-	Stream       StreamID
-	Action       Action
 }
 
 // Annotation is one external_annotations record (record_function START/END).

@@ -15,13 +15,20 @@ const eventChunkBits = 18
 
 const eventChunkLen = 1 << eventChunkBits
 
-// eventArena is an append-only, chunked []Event.
+// eventArena is an append-only, chunked []Event with the events' contexts.
 type eventArena struct {
 	chunks [][]Event
 	n      int
+	// contexts holds the distinct contexts, the first event's first. An
+	// event's index into it is kept in ctx, in chunks like the events',
+	// only once a chunk has an event whose context is not the first one:
+	// a missing chunk or a zero means contexts[0].
+	contexts []Context
+	ctxIndex map[Context]uint32
+	ctx      [][]uint32
 }
 
-func (a *eventArena) push(e Event) int {
+func (a *eventArena) push(e Event, c Context) int {
 	i := a.n
 	k := i >> eventChunkBits
 	if k == len(a.chunks) {
@@ -38,11 +45,47 @@ func (a *eventArena) push(e Event) int {
 	}
 	a.chunks[k] = append(a.chunks[k], e)
 	a.n++
+	if len(a.contexts) == 0 || c != a.contexts[0] {
+		a.setContext(i, c)
+	}
 	return i
+}
+
+// setContext records c as event i's context.
+func (a *eventArena) setContext(i int, c Context) {
+	if len(a.contexts) == 0 {
+		a.contexts = []Context{c}
+		a.ctxIndex = map[Context]uint32{c: 0}
+		return
+	}
+	id, ok := a.ctxIndex[c]
+	if !ok {
+		id = uint32(len(a.contexts))
+		a.contexts = append(a.contexts, c)
+		a.ctxIndex[c] = id
+	}
+	k := i >> eventChunkBits
+	for len(a.ctx) <= k {
+		a.ctx = append(a.ctx, nil)
+	}
+	if a.ctx[k] == nil {
+		a.ctx[k] = make([]uint32, eventChunkLen)
+	}
+	a.ctx[k][i&(eventChunkLen-1)] = id
 }
 
 func (a *eventArena) at(i int) *Event {
 	return &a.chunks[i>>eventChunkBits][i&(eventChunkLen-1)]
+}
+
+func (a *eventArena) context(i int) Context {
+	if len(a.contexts) == 0 {
+		return Context{}
+	}
+	if k := i >> eventChunkBits; k < len(a.ctx) && a.ctx[k] != nil {
+		return a.contexts[a.ctx[k][i&(eventChunkLen-1)]]
+	}
+	return a.contexts[0]
 }
 
 // Trace is one device's chronological event list.
@@ -52,11 +95,16 @@ type Trace struct {
 	n     int
 }
 
-// NewTrace builds a Trace from events (for tests and synthetic inputs).
-func NewTrace(events []Event) Trace {
+// NewTrace builds a Trace from events (for tests and synthetic inputs);
+// contexts, if not nil, holds each event's context.
+func NewTrace(events []Event, contexts []Context) Trace {
 	a := &eventArena{}
-	for _, e := range events {
-		a.push(e)
+	for i, e := range events {
+		var c Context
+		if contexts != nil {
+			c = contexts[i]
+		}
+		a.push(e, c)
 	}
 	return Trace{arena: a, n: len(events)}
 }
@@ -71,6 +119,14 @@ func (t Trace) At(i int) *Event {
 		panic("snapshot: trace index out of range")
 	}
 	return t.arena.at(t.off + i)
+}
+
+// Context returns event i's compile context and user metadata.
+func (t Trace) Context(i int) Context {
+	if i < 0 || i >= t.n {
+		panic("snapshot: trace index out of range")
+	}
+	return t.arena.context(t.off + i)
 }
 
 // All iterates over the events in order.

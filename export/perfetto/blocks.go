@@ -46,7 +46,7 @@ func (pw *processWriter) blocks(t *replay.Timeline) {
 		where := pw.site(a.Stack)
 		switch a.Origin {
 		case replay.Traced:
-			args.UserMetadata = pw.sn.String(t.Trace.At(int(a.Start)).UserMetadata)
+			args.UserMetadata = pw.sn.String(t.Trace.Context(int(a.Start)).UserMetadata)
 		case replay.FromFree:
 			// Its stack is the free's: the args keep it, the name must not
 			// blame the code that released the block.

@@ -108,7 +108,7 @@ func atEnd(sn *snapshot.Snapshot, t *replay.Timeline) []Block {
 			}
 			if a := traced[b.Address]; a != nil {
 				lb.BeforeRecording = false
-				lb.UserMetadata = t.Trace.At(int(a.Start)).UserMetadata
+				lb.UserMetadata = t.Trace.Context(int(a.Start)).UserMetadata
 			}
 			out = append(out, lb)
 		}
@@ -133,7 +133,7 @@ func Allocations(t *replay.Timeline, i int, idx []int) []Block {
 		}
 		switch a.Origin {
 		case replay.Traced:
-			b.UserMetadata = t.Trace.At(int(a.Start)).UserMetadata
+			b.UserMetadata = t.Trace.Context(int(a.Start)).UserMetadata
 		case replay.FromSnapshot:
 			b.BeforeRecording = true
 		case replay.FromFree:
