@@ -60,7 +60,7 @@ func build(segs []seg, events []snapshot.Event) *snapshot.Snapshot {
 	for i := range events {
 		events[i].TimeUS = int64(1000 + i)
 	}
-	sn.Traces = []snapshot.Trace{snapshot.NewTrace(events)}
+	sn.Traces = []snapshot.Trace{snapshot.NewTrace(events, nil)}
 	return sn
 }
 

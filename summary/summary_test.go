@@ -256,7 +256,7 @@ func TestEventsAndCaveats(t *testing.T) {
 	for _, test := range tests {
 		b := newBuilder()
 		if events := test.build(b); events != nil {
-			b.sn.Traces = []snapshot.Trace{snapshot.NewTrace(events)}
+			b.sn.Traces = []snapshot.Trace{snapshot.NewTrace(events, nil)}
 		}
 		s := Of(b.sn)
 		if len(s.Devices) != 1 {
@@ -299,7 +299,7 @@ func TestJSON(t *testing.T) {
 	b.sn.Traces = []snapshot.Trace{snapshot.NewTrace([]snapshot.Event{
 		{Action: snapshot.ActionAlloc, Addr: 0x1000, Size: mib, Stack: b.stack, TimeUS: 1},
 		{Action: snapshot.ActionUnknown, TimeUS: 2},
-	})}
+	}, nil)}
 	out, err := json.Marshal(Of(b.sn))
 	if err != nil {
 		t.Fatal(err)
