@@ -7,7 +7,7 @@ import (
 )
 
 // eventChunkBits sizes the event arena's chunks (256k events, 10 MiB). Chunks
-// are never reallocated, so a trace of N events costs N*40 bytes with no
+// are never reallocated, so a trace of N events costs N*32 bytes with no
 // slice-doubling copies (the prototype in shared/research/pickle-bench.md
 // measured 1.6x speed and 2.5x less peak RSS from this alone). A 10 MiB
 // chunk holds at least four whole 2 MiB huge pages wherever it lands.
