@@ -6,11 +6,11 @@ import (
 	"github.com/vramscope/vramscope/internal/hugepage"
 )
 
-// eventChunkBits sizes the event arena's chunks (256k events, 10 MiB). Chunks
+// eventChunkBits sizes the event arena's chunks (256k events, 8 MiB). Chunks
 // are never reallocated, so a trace of N events costs N*32 bytes with no
 // slice-doubling copies (the prototype in shared/research/pickle-bench.md
-// measured 1.6x speed and 2.5x less peak RSS from this alone). A 10 MiB
-// chunk holds at least four whole 2 MiB huge pages wherever it lands.
+// measured 1.6x speed and 2.5x less peak RSS from this alone). An 8 MiB
+// chunk holds at least three whole 2 MiB huge pages wherever it lands.
 const eventChunkBits = 18
 
 const eventChunkLen = 1 << eventChunkBits
@@ -33,7 +33,7 @@ func (a *eventArena) push(e Event, c Context) int {
 	k := i >> eventChunkBits
 	if k == len(a.chunks) {
 		// The first chunk starts small and grows, so that small snapshots
-		// do not pay for 10 MiB; later ones are allocated whole, on huge
+		// do not pay for 8 MiB; later ones are allocated whole, on huge
 		// pages.
 		c := eventChunkLen
 		if k == 0 {
