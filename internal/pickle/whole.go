@@ -15,12 +15,14 @@ package pickle
 // Anything else (a second batch, a reference to a container still being
 // built, an opcode fast() does not run) materializes the pending containers
 // into open handles first, exactly as EMPTY_DICT/EMPTY_LIST in step would
-// have made them, so the generic opcodes never see a pending value.
+// have made them, so the generic opcodes never see a pending value. The
+// generic path closes a container by the same rule (Decoder.add), so both
+// close containers in the same order.
 //
-// The one observable difference: a pickle that adds to a container through
-// the memo after the container was completed (Python's pickler never writes
-// one) fails with "adding to a value that is not a dict or list" instead
-// of decoding.
+// The one difference from pickle.loads: a pickle that adds to a container
+// through the memo after it was completed (Python's pickler never writes
+// one) fails on both paths with "adding to a value that is not a dict or
+// list" instead of decoding.
 
 // WholeSink is a Sink that can build a container from all of its items at
 // once. Dict(kv) must return what Open, SetItems(kv) and Close would; List
@@ -48,8 +50,8 @@ type pending struct {
 // consumed reports whether the opcodes b, which follow a container's
 // SETITEMS (or a list's APPENDS), prove that the container receives nothing
 // more from the stack: after any memo stores (which name it without
-// changing it) and FRAME headers, the next opcode takes it off the stack or, for a dict,
-// starts the next value (a dict or list cannot be a key).
+// changing it) and FRAME headers, the next opcode takes it off the stack
+// or, for a dict, starts the next value (a dict or list cannot be a key).
 func consumed(b []byte, list bool) bool {
 	for len(b) > 0 {
 		n := 0
