@@ -115,11 +115,7 @@ func (r *replayer) freeRequested(i int, e *snapshot.Event, d *Sample) int {
 		return -1
 	}
 	a := &r.t.Allocations[k]
-	if a.Free == LiveAtEnd {
-		a.Free = int32(i)
-		d.Allocated -= int64(a.Size)
-		d.Requested -= int64(a.Requested)
-	}
+	markFreed(a, i, d)
 	if !r.hasCompleted {
 		r.blocks.remove(e.Addr)
 		r.end(k, i, d)
@@ -143,14 +139,20 @@ func (r *replayer) freeCompleted(i int, e *snapshot.Event, d *Sample) int {
 // the free ranges.
 func (r *replayer) end(k int32, i int, d *Sample) {
 	a := &r.t.Allocations[k]
+	markFreed(a, i, d)
+	a.End = int32(i)
+	d.Active -= int64(a.Size)
+	r.layout.release(a.Addr, a.Size)
+}
+
+// markFreed marks a freed at event i, unless it already was, and takes it out
+// of the allocated and requested bytes.
+func markFreed(a *Allocation, i int, d *Sample) {
 	if a.Free == LiveAtEnd {
 		a.Free = int32(i)
 		d.Allocated -= int64(a.Size)
 		d.Requested -= int64(a.Requested)
 	}
-	a.End = int32(i)
-	d.Active -= int64(a.Size)
-	r.layout.release(a.Addr, a.Size)
 }
 
 // segmentEvent replays a segment event with the info of the range it
