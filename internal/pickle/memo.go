@@ -52,9 +52,15 @@ var unpackedKind = func() (t [32]Kind) {
 	return t
 }()
 
+// packNarrow packs v into 4 bytes if its kind and payload fit.
+func packNarrow(v Value) (uint32, bool) {
+	pk, ok := packedKind(v.Kind)
+	return pk<<payloadBits | uint32(v.N), ok && v.N <= payloadMask
+}
+
 func (m *memo) pack(v Value) uint32 {
-	if pk, ok := packedKind(v.Kind); ok && v.N <= payloadMask {
-		return pk<<payloadBits | uint32(v.N)
+	if u, ok := packNarrow(v); ok {
+		return u
 	}
 	m.wide = append(m.wide, v)
 	return packedWide<<payloadBits | uint32(len(m.wide)-1)&payloadMask

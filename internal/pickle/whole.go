@@ -125,8 +125,8 @@ func (d *Decoder) build(p pending, items []Value) (Value, error) {
 	if p.memo == noMemo {
 		return v, nil
 	}
-	if pk, ok := packedKind(v.Kind); ok && v.N <= payloadMask {
-		*d.memo.slot(p.memo) = pk<<payloadBits | uint32(v.N)
+	if u, ok := packNarrow(v); ok {
+		*d.memo.slot(p.memo) = u
 		return v, nil
 	}
 	return v, d.memo.put(p.memo, v)
