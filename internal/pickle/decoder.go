@@ -50,6 +50,10 @@ type Decoder struct {
 	handles []handle
 	free    []Handle
 	long    []byte // scratch for strings longer than the buffer
+
+	stop int64  // DecodeTo's offset, or -1
+	top  *Value // the result, once DecodeTo ran into STOP
+	part *tail  // set while decoding the tail of a split stream (split.go)
 }
 
 // handle is the VM's bookkeeping for one open container.
@@ -62,7 +66,7 @@ type handle struct {
 
 // NewDecoder returns a decoder reading r and building containers with sink.
 func NewDecoder(r io.Reader, sink Sink, lim Limits) *Decoder {
-	d := &Decoder{r: r, buf: make([]byte, minBuf), sink: sink, lim: lim}
+	d := &Decoder{r: r, buf: make([]byte, minBuf), sink: sink, lim: lim, stop: -1}
 	d.whole, _ = sink.(WholeSink)
 	return d
 }
@@ -319,8 +323,8 @@ func (d *Decoder) add(h Handle, at int, dict bool, items []Value) error {
 	} else {
 		err = d.sink.Append(h, items)
 	}
-	if err != nil || !consumed(d.buf[d.pos:d.end], !dict) {
-		return err
+	if err != nil || d.part != nil && h == d.part.list || !consumed(d.buf[d.pos:d.end], !dict) {
+		return err // a tail's list stays open: the head's decoder owns it
 	}
 	v, err := d.resolve(d.stack[at], 0, false)
 	if err != nil {
@@ -380,21 +384,54 @@ func (d *Decoder) str(b []byte, isBytes bool) error {
 
 // Decode runs the stream to its STOP and returns the top value, resolved.
 func (d *Decoder) Decode() (Value, error) {
+	if d.top != nil {
+		return *d.top, nil
+	}
+	d.stop = -1
+	v, _, err := d.run()
+	return v, err
+}
+
+// DecodeTo runs the stream up to the first opcode that starts at or after
+// off and reports whether that opcode starts exactly at off. Decode or
+// DecodeTo go on from there.
+func (d *Decoder) DecodeTo(off int64) (bool, error) {
+	if d.top != nil {
+		return false, nil
+	}
+	d.stop = off
+	v, done, err := d.run()
+	d.stop = -1
+	if err != nil {
+		return false, err
+	}
+	if done {
+		d.top = &v
+		return false, nil
+	}
+	return d.Offset() == off, nil
+}
+
+// run decodes until STOP (done), or until d.stop when it is set.
+func (d *Decoder) run() (Value, bool, error) {
 	for {
+		if d.stop >= 0 && d.Offset() >= d.stop {
+			return Value{}, false, nil
+		}
 		if d.end-d.pos < 16 && !d.eof {
 			if err := d.fill(len(d.buf)); err != nil {
-				return Value{}, &Error{Offset: d.Offset(), Err: err}
+				return Value{}, false, &Error{Offset: d.Offset(), Err: err}
 			}
 		}
 		if err := d.fast(); err != nil {
-			return Value{}, err
+			return Value{}, false, err
 		}
-		if d.end-d.pos < 16 && !d.eof {
+		if d.end-d.pos < 16 && !d.eof || d.stop >= 0 && d.Offset() >= d.stop {
 			continue
 		}
 		off := d.Offset()
 		if d.pos == d.end {
-			return Value{}, &Error{Offset: off, Err: errTruncated}
+			return Value{}, false, &Error{Offset: off, Err: errTruncated}
 		}
 		op := d.buf[d.pos]
 		d.pos++
@@ -402,12 +439,17 @@ func (d *Decoder) Decode() (Value, error) {
 		if err != nil {
 			var pe *Error
 			if errors.As(err, &pe) {
-				return Value{}, err
+				return Value{}, false, err
 			}
-			return Value{}, &Error{Offset: off, Op: op, Err: err}
+			return Value{}, false, &Error{Offset: off, Op: op, Err: err}
 		}
 		if done {
-			return v, nil
+			return v, true, nil
+		}
+		if d.part != nil && len(d.stack) == 1 && len(d.marks) == 0 {
+			if end, err := d.tailEnds(); end || err != nil {
+				return Value{}, false, err
+			}
 		}
 	}
 }
@@ -430,6 +472,9 @@ func (d *Decoder) fast() error {
 	// limit without a check per opcode; the last 16 buffered bytes are
 	// left for step, so no argument is read past the buffer.
 	limit := min(d.end-16, pos+d.lim.MaxStack-len(stack)-1)
+	if d.stop >= 0 {
+		limit = min(limit, int(d.stop-d.base)-1)
+	}
 	m := &d.memo
 	for pos <= limit {
 		switch fastClass[buf[pos]] {

@@ -29,24 +29,26 @@ const (
 	packedWide    = 31 // packed kind of values kept in memo.wide
 )
 
-// Packed kinds: built-in kinds keep their number (0-7); sink kinds
-// KindUser+k are stored as 8+k. packedKind and unpackedKind convert.
+// Packed kinds: built-in kinds keep their number (0-8); sink kinds
+// KindUser+k are stored as 9+k. packedKind and unpackedKind convert.
+const packedUser = uint32(KindForeign) + 1
+
 func packedKind(k Kind) (uint32, bool) {
 	switch {
-	case k < KindUser && k <= KindRef:
+	case k < KindUser && k <= KindForeign:
 		return uint32(k), true
-	case k >= KindUser && k-KindUser < packedWide-8:
-		return uint32(k-KindUser) + 8, true
+	case k >= KindUser && uint32(k-KindUser) < packedWide-packedUser:
+		return uint32(k-KindUser) + packedUser, true
 	}
 	return 0, false
 }
 
 var unpackedKind = func() (t [32]Kind) {
 	for p := range t {
-		if p < 8 {
+		if uint32(p) < packedUser {
 			t[p] = Kind(p)
 		} else {
-			t[p] = KindUser + Kind(p-8)
+			t[p] = KindUser + Kind(uint32(p)-packedUser)
 		}
 	}
 	return t

@@ -29,6 +29,10 @@ const (
 	KindString      // N is whatever Sink.String chose (an interned id)
 	KindBytes       // N is whatever Sink.String chose
 	KindRef         // N is a Handle of a container the Sink is building
+	// KindForeign is a memo entry of the head of a split stream that the
+	// part decoding the tail cannot know (a container): N is its memo id,
+	// which the head's memo resolves once both are done (split.go).
+	KindForeign
 
 	// KindUser is the first kind a Sink may use for its own closed values.
 	// The VM stores them and hands them back, never looking inside.

@@ -1,0 +1,495 @@
+package pickle
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+)
+
+// Decoding one stream on two cores.
+//
+// A memory snapshot is mostly one list, a device's trace, which the pickler
+// writes in batches of 1,000 items: MARK, the items, APPENDS. From the MARK
+// of any batch on, the rest of that list can be decoded by a second decoder
+// (the tail) into a sink of its own while the first (the head) decodes up to
+// that MARK. The caller then merges the tail's records into the head's sink
+// and the head skips what the tail decoded (Splice).
+//
+// What the tail needs of the bytes before its MARK is the memo: which ids
+// exist and what the ones it reads hold. ScanTail walks those bytes without
+// building anything: it hands memoized strings and numbers to the tail's
+// sink, so the tail's keys and values are its own, and records memoized
+// containers as KindForeign values, which the head's memo resolves when the
+// caller merges.
+//
+// Anything the walk does not expect (protocol 0 text opcodes, memo ids out
+// of order, opcodes the decoder refuses) ends it with ErrNoSplit, and a tail
+// that meets anything it cannot decode fails: the head then goes on alone.
+// Splitting never changes a result; it only saves time.
+
+// ErrNoSplit says a stream has no point where a tail can start.
+var ErrNoSplit = errors.New("no point to split the stream at")
+
+// tail is the state of a decoder that decodes the tail of a split stream.
+type tail struct {
+	start int64  // offset of the first batch's MARK
+	base  uint64 // the memo's length there: lower ids are the head's
+	list  Handle // the list the batches go to (the head's, opened in the tail's sink)
+	end   int64  // where the head resumes, once DecodeTail returned
+}
+
+// ScanTail walks the stream r from its start to the first batch of appends
+// that starts at or after offset from, and returns a decoder that decodes
+// the tail from there (DecodeTail). Strings and numbers the walk memoizes go
+// to sink; nothing else is built.
+func ScanTail(r io.Reader, sink Sink, lim Limits, from int64) (*Decoder, error) {
+	d := NewDecoder(r, sink, lim)
+	start, err := d.scan(from)
+	if err != nil {
+		return nil, err
+	}
+	d.part = &tail{start: start, base: d.memo.len()}
+	return d, nil
+}
+
+// TailStart is the offset where the tail starts: the head decodes up to it.
+func (d *Decoder) TailStart() int64 { return d.part.start }
+
+// scan walks opcodes until a MARK at or after from that directly follows
+// an APPENDS: the list that APPENDS filled is then on top of the stack,
+// between two batches (the tail's own decoding and the caller's merge
+// check the rest). On the way it keeps the memo: the pickler memoizes an
+// object right after writing it, so MEMOIZE stores the string or number the
+// previous opcode pushed, a copy of what a memo read pushed, or else a
+// KindForeign placeholder. It builds nothing and tracks no stack, which
+// makes it several times cheaper per opcode than decoding.
+func (d *Decoder) scan(from int64) (int64, error) {
+	var w walk
+	for {
+		if d.end-d.pos < 16 && !d.eof {
+			if err := d.fill(len(d.buf)); err != nil {
+				return 0, err
+			}
+		}
+		if d.pos == d.end {
+			return 0, ErrNoSplit
+		}
+		if err := d.scanFast(&w, from); err != nil || w.done {
+			return d.Offset(), err
+		}
+		if d.pos == d.end {
+			continue
+		}
+		if err := d.scanStep(&w, from); err != nil || w.done {
+			return d.Offset(), err
+		}
+	}
+}
+
+// walk is scan's state between opcodes.
+type walk struct {
+	top   Value // what the last opcode pushed, if topIs says so
+	topIs uint8
+	prev  byte // the last opcode but FRAME
+	done  bool // stopped at the split point
+}
+
+const (
+	topOther  = iota // a container, or nothing the walk follows
+	topScalar        // top holds the value
+	topMemo          // top.N is the memo id the value was read from
+)
+
+// memoize stores the walk's top under id.
+func (d *Decoder) memoize(w *walk, id uint64) error {
+	if id > d.memo.n || d.memo.sparse != nil {
+		return ErrNoSplit
+	}
+	v := Value{Kind: KindForeign, N: id}
+	switch w.topIs {
+	case topScalar:
+		v = w.top
+	case topMemo:
+		var ok bool
+		if v, ok = d.memo.get(w.top.N); !ok {
+			return ErrNoSplit // a read of an id never stored: the head reports it
+		}
+	}
+	return d.memo.put(id, v)
+}
+
+// scanFast walks the buffered opcodes that need no refill, stopping at any
+// other. Most opcodes only need their length: the value MEMOIZE stores is
+// decoded then, from the opcode before it, so the loop is mostly a table
+// lookup per opcode.
+func (d *Decoder) scanFast(w *walk, from int64) error {
+	buf, pos := d.buf[:d.end], d.pos
+	limit, stopAt := d.end-16, int(max(from-d.base, 0))
+	last := -1 // position of the last opcode but FRAME and MEMOIZE; -1: w's
+	m := &d.memo
+	var err error
+loop:
+	for pos <= limit {
+		n := int(scanLen[buf[pos]])
+		if n < scanMark { // most opcodes: only their length matters
+			if n == scanStop {
+				break
+			}
+			last, pos = pos, pos+n
+			continue
+		}
+		switch n {
+		case scanMark:
+			prev := w.prev
+			if last >= 0 {
+				prev = buf[last]
+			}
+			if pos >= stopAt && prev == opAppends {
+				w.done = true
+				break loop
+			}
+			last = pos
+			pos++
+		case scanShort:
+			n = 2 + int(buf[pos+1])
+			if pos+n >= len(buf) {
+				break loop // not buffered whole
+			}
+			last, pos = pos, pos+n
+		case scanFrame:
+			pos += 9
+		case scanMemoize:
+			c := m.n >> memoChunkBits
+			if m.sparse != nil || m.n > payloadMask || c >= uint64(len(m.chunks)) || len(m.chunks[c]) == cap(m.chunks[c]) {
+				break loop // scanStep stores it
+			}
+			u, ok := uint32(KindForeign)<<payloadBits|uint32(m.n), true
+			if last >= 0 {
+				if u, ok, err = d.packedAt(buf, last, m.n); err != nil || !ok {
+					break loop
+				}
+			} else if w.topIs != topOther {
+				if u, ok = d.packedTop(w); !ok {
+					break loop
+				}
+			}
+			m.chunks[c] = append(m.chunks[c], u)
+			m.n++
+			pos++
+		}
+	}
+	if last >= 0 && err == nil {
+		// The bytes before pos may be gone after a refill: keep the top.
+		w.prev = buf[last]
+		w.top, w.topIs, err = d.valueAt(buf, last)
+	}
+	d.pos = pos
+	return err
+}
+
+// packedTop packs the value the walk keeps as the top.
+func (d *Decoder) packedTop(w *walk) (uint32, bool) {
+	if w.topIs == topMemo {
+		if w.top.N >= d.memo.n {
+			return 0, false // memoize reports it
+		}
+		return *d.memo.slot(w.top.N), true
+	}
+	return packNarrow(w.top)
+}
+
+// packedAt returns what MEMOIZE stores as memo id after the opcode at
+// buf[at]: its value packed, or a KindForeign placeholder for a container.
+// ok is false for a value that does not pack (scanStep stores it).
+func (d *Decoder) packedAt(buf []byte, at int, id uint64) (uint32, bool, error) {
+	v, is, err := d.valueAt(buf, at)
+	switch {
+	case err != nil:
+		return 0, false, err
+	case is == topOther:
+		return uint32(KindForeign)<<payloadBits | uint32(id), true, nil
+	case is == topMemo:
+		if v.N >= d.memo.n {
+			return 0, false, ErrNoSplit // a read of an id never stored: the head reports it
+		}
+		return *d.memo.slot(v.N), true, nil
+	}
+	u, ok := packNarrow(v)
+	return u, ok, nil
+}
+
+// valueAt decodes the value the opcode at buf[at] pushes if it is a number,
+// a short str (which the sink interns) or a memo read.
+func (d *Decoder) valueAt(buf []byte, at int) (Value, uint8, error) {
+	switch buf[at] {
+	case opBinGet:
+		return Value{N: uint64(buf[at+1])}, topMemo, nil
+	case opLongBinGet:
+		return Value{N: uint64(binary.LittleEndian.Uint32(buf[at+1:]))}, topMemo, nil
+	case opBinInt1:
+		return Value{Kind: KindInt, N: uint64(buf[at+1])}, topScalar, nil
+	case opBinInt2:
+		return Value{Kind: KindInt, N: uint64(binary.LittleEndian.Uint16(buf[at+1:]))}, topScalar, nil
+	case opBinInt:
+		return Value{Kind: KindInt, N: uint64(int64(int32(binary.LittleEndian.Uint32(buf[at+1:]))))}, topScalar, nil
+	case opLong1:
+		if k := int(buf[at+1]); k <= 8 {
+			if v, err := decodeLong(buf[at+2 : at+2+k]); err == nil {
+				return v, topScalar, nil
+			}
+		}
+	case opShortBinUnicode:
+		v, err := d.sink.String(buf[at+2:at+2+int(buf[at+1])], false)
+		if err != nil {
+			return Value{}, topOther, &Error{Offset: d.base + int64(at), Op: opShortBinUnicode, Err: err}
+		}
+		return v, topScalar, nil
+	}
+	return Value{}, topOther, nil
+}
+
+// scanLen is the length of each opcode scanFast steps over, or what else
+// it does with it.
+const (
+	scanStop    = 0   // scanStep walks it
+	scanMark    = 250 // a split point if it follows an APPENDS
+	scanShort   = 252 // a one-byte length, then that many bytes
+	scanFrame   = 253 // FRAME: no opcode of the data
+	scanMemoize = 254
+)
+
+var scanLen = func() (t [256]uint8) {
+	for _, op := range []byte{opEmptyDict, opEmptyList, opEmptyTuple, opSetItems, opAppends, opSetItem,
+		opAppend, opTuple1, opTuple2, opTuple3, opTuple, opDict, opList, opPop, opPopMark, opDup,
+		opNone, opNewTrue, opNewFalse} {
+		t[op] = 1
+	}
+	t[opBinGet], t[opBinInt1] = 2, 2
+	t[opBinInt2] = 3
+	t[opLongBinGet], t[opBinInt] = 5, 5
+	t[opBinFloat] = 9
+	t[opMark], t[opFrame], t[opMemoize] = scanMark, scanFrame, scanMemoize
+	t[opShortBinUnicode], t[opShortBinString], t[opShortBinBytes], t[opLong1] = scanShort, scanShort, scanShort, scanShort
+	return t
+}()
+
+// scanStep walks one opcode scanFast left: near the end of the buffer, or
+// rare.
+func (d *Decoder) scanStep(w *walk, from int64) error {
+	op := d.buf[d.pos]
+	if op == opMark && w.prev == opAppends && d.Offset() >= from {
+		w.done = true
+		return nil
+	}
+	d.pos++
+	switch op {
+	case opFrame:
+		if err := d.need(8); err != nil {
+			return err
+		}
+		d.pos += 8
+		return nil
+	case opProto:
+		if err := d.need(1); err != nil {
+			return err
+		}
+		d.pos++
+	case opMemoize, opBinPut, opLongBinPut:
+		id := d.memo.len()
+		switch op {
+		case opBinPut:
+			if err := d.need(1); err != nil {
+				return err
+			}
+			id = uint64(d.buf[d.pos])
+			d.pos++
+		case opLongBinPut:
+			if err := d.need(4); err != nil {
+				return err
+			}
+			id = uint64(binary.LittleEndian.Uint32(d.buf[d.pos:]))
+			d.pos += 4
+		}
+		if err := d.memoize(w, id); err != nil {
+			return err
+		}
+	case opBinGet, opLongBinGet:
+		var id uint64
+		if op == opBinGet {
+			if err := d.need(1); err != nil {
+				return err
+			}
+			id = uint64(d.buf[d.pos])
+			d.pos++
+		} else {
+			if err := d.need(4); err != nil {
+				return err
+			}
+			id = uint64(binary.LittleEndian.Uint32(d.buf[d.pos:]))
+			d.pos += 4
+		}
+		if id >= d.memo.n {
+			return ErrNoSplit
+		}
+		w.top, w.topIs = Value{N: id}, topMemo
+	case opBinInt1, opBinInt2, opBinInt, opLong1, opBinFloat, opNone, opNewTrue, opNewFalse,
+		opShortBinUnicode, opShortBinString, opShortBinBytes, opBinUnicode, opBinString,
+		opBinBytes, opBinUnicode8, opBinBytes8, opLong4:
+		v, err := d.scalar(op)
+		if err != nil {
+			return err
+		}
+		w.top, w.topIs = v, topScalar
+	case opMark, opEmptyDict, opEmptyList, opEmptyTuple, opSetItems, opAppends, opSetItem, opAppend,
+		opTuple1, opTuple2, opTuple3, opTuple, opDict, opList, opPop, opPopMark, opDup:
+		w.topIs = topOther
+	default: // STOP, protocol 0 text opcodes, refused and unknown ones
+		return ErrNoSplit
+	}
+	w.prev = op
+	return nil
+}
+
+// scalar decodes the argument of a scalar opcode (already consumed) the way
+// step does, without pushing it; a string becomes the sink's value only if
+// the next opcode memoizes it.
+func (d *Decoder) scalar(op byte) (Value, error) {
+	switch op {
+	case opNone:
+		return Value{Kind: KindNone}, nil
+	case opNewTrue:
+		return Value{Kind: KindBool, N: 1}, nil
+	case opNewFalse:
+		return Value{Kind: KindBool}, nil
+	}
+	mark := len(d.stack)
+	sink := d.sink
+	d.sink = scanSink{d, sink}
+	_, _, err := d.step(op)
+	d.sink = sink
+	if err != nil {
+		return Value{}, err
+	}
+	v := d.stack[mark]
+	d.stack = d.stack[:mark]
+	return v, nil
+}
+
+// scanSink is the walk's sink: strings pass to the real sink only when the
+// next opcode memoizes them. It never sees a container.
+type scanSink struct {
+	d    *Decoder
+	real Sink
+}
+
+func (s scanSink) String(b []byte, isBytes bool) (Value, error) {
+	d := s.d
+	if d.pos < d.end {
+		switch d.buf[d.pos] {
+		case opMemoize, opBinPut, opLongBinPut:
+			return s.real.String(b, isBytes)
+		}
+		return Value{Kind: KindNone}, nil // never read: the walk takes no unmemoized value
+	}
+	return s.real.String(b, isBytes) // the next opcode is not buffered: keep it
+}
+
+var errScanContainer = errors.New("scan: a container opcode reached the scalar decoder")
+
+func (scanSink) Open(Handle, Container) error   { return errScanContainer }
+func (scanSink) SetItems(Handle, []Value) error { return errScanContainer }
+func (scanSink) Append(Handle, []Value) error   { return errScanContainer }
+func (scanSink) Close(Handle) (Value, error)    { return Value{}, errScanContainer }
+func (scanSink) Tuple([]Value) (Value, error)   { return Value{}, errScanContainer }
+
+// DecodeTail opens the list the batches go to in the sink, decodes whole
+// batches into it until the stream leaves the list, and returns the list's
+// handle and the offset where the head goes on.
+func (d *Decoder) DecodeTail() (Handle, int64, error) {
+	h, err := d.newHandle(List)
+	if err != nil {
+		return 0, 0, err
+	}
+	d.part.list = h
+	if err := d.push(Value{Kind: KindRef, N: uint64(h)}); err != nil {
+		return 0, 0, err
+	}
+	if _, done, err := d.run(); err != nil {
+		return 0, 0, err
+	} else if done {
+		return 0, 0, errors.New("the stream ended inside a split list")
+	}
+	d.part.end = d.Offset()
+	return h, d.part.end, nil
+}
+
+// tailEnds is called between batches (only the list on the stack): the
+// tail goes on with a MARK or FRAME and ends at anything else.
+func (d *Decoder) tailEnds() (bool, error) {
+	if err := d.need(1); err != nil {
+		return false, err
+	}
+	switch d.buf[d.pos] {
+	case opMark, opFrame:
+		return false, nil
+	}
+	return true, nil
+}
+
+// Top returns the container on top of the stack, which must be open.
+func (d *Decoder) Top() (Handle, bool) {
+	if len(d.stack) == 0 || len(d.marks) > 0 && d.marks[len(d.marks)-1] == len(d.stack) {
+		return 0, false
+	}
+	v := d.stack[len(d.stack)-1]
+	if v.Kind != KindRef || d.handles[v.N].closed {
+		return 0, false
+	}
+	return Handle(v.N), true
+}
+
+// MemoValue returns memo entry id as it is now.
+func (d *Decoder) MemoValue(id uint64) (Value, bool) { return d.memo.get(id) }
+
+// TailMemo calls ok with every memo entry the tail made and reports
+// whether ok accepted them all: the caller checks them before it changes
+// anything, since Splice must not fail halfway.
+func (d *Decoder) TailMemo(ok func(Value) bool) bool {
+	for id := d.part.base; id < d.memo.n; id++ {
+		if v, _ := d.memo.get(id); !ok(v) {
+			return false
+		}
+	}
+	return d.memo.sparse == nil
+}
+
+// Splice takes over the work of tail t, which started where d stopped
+// (DecodeTo(t.TailStart())) and whose records the caller has merged into
+// d's sink: it adopts the memo entries t made, mapped by tr into d's sink's
+// values (TailMemo has checked them), and goes on reading r, positioned at
+// t's end. The memo's chunks are taken over, not copied: the tail's chunk
+// that holds the split gets the head's entries below it.
+func (d *Decoder) Splice(t *Decoder, tr func(Value) Value, r io.Reader) error {
+	p := t.part
+	if p == nil || p.end == 0 || d.Offset() != p.start || d.memo.len() != p.base ||
+		d.memo.sparse != nil || t.memo.sparse != nil || d.part != nil {
+		return errors.New("splice: the tail does not continue this decoder")
+	}
+	for id := p.base; id < t.memo.n; id++ {
+		s := t.memo.slot(id)
+		if len(d.memo.wide) >= payloadMask {
+			return errMemoFull
+		}
+		*s = d.memo.pack(tr(t.memo.unpack(*s)))
+	}
+	if c, k := p.base>>memoChunkBits, p.base&(memoChunkLen-1); k > 0 {
+		copy(t.memo.chunks[c][:k], d.memo.chunks[c][:k])
+	}
+	if t.memo.n > p.base {
+		d.memo.chunks = append(d.memo.chunks[:p.base>>memoChunkBits], t.memo.chunks[p.base>>memoChunkBits:]...)
+		d.memo.n = t.memo.n
+	}
+	t.memo = memo{}
+	d.r, d.base, d.pos, d.end, d.eof = r, p.end, 0, 0, false
+	return nil
+}
