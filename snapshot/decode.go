@@ -107,6 +107,7 @@ type builder struct {
 	lastStreamRaw int64
 	lastStream    StreamID
 	sawHistory    bool
+	foreignKey    bool // a dict key was KindForeign (split.go)
 
 	// recent caches interned strings by length and first and last byte.
 	// torch writes compile_context "N/A" as a new string in every trace
@@ -194,6 +195,9 @@ func (b *builder) setItems(d *dictB, kv []pickle.Value) {
 				continue
 			}
 		}
+		// A key the tail of a split decode cannot name (split.go) would be
+		// counted as unknown: the tail is not merged.
+		b.foreignKey = b.foreignKey || k.Kind == pickle.KindForeign
 		d.extra = append(d.extra, k, v)
 	}
 }
@@ -227,9 +231,9 @@ func (b *builder) appendItems(l *listB, items []pickle.Value) {
 			l.generic = append(l.generic, v)
 			continue
 		}
-		if v.Kind == vFrame && (l.elem == 0 || l.elem == vFrame) {
+		if (v.Kind == vFrame || v.Kind == pickle.KindForeign && v.N < foreignTag) && (l.elem == 0 || l.elem == vFrame) {
 			l.elem = vFrame
-			l.frames = append(l.frames, FrameID(v.N))
+			l.frames = append(l.frames, frameOf(v))
 			l.n++
 			continue
 		}
@@ -557,6 +561,11 @@ func (b *builder) closeEvent(d *dictB) (pickle.Value, error) {
 				e.Stack = StackID(f[kFrames].N)
 			case vEmpty:
 				e.Stack = EmptyStack
+			case pickle.KindForeign:
+				if f[kFrames].N >= foreignTag {
+					goto checked
+				}
+				e.Stack = StackID(foreignTag | f[kFrames].N)
 			default:
 				goto checked
 			}

@@ -74,6 +74,52 @@ func (a *eventArena) setContext(i int, c Context) {
 	a.ctx[k][i&(eventChunkLen-1)] = id
 }
 
+// appendArena moves the events of t (a tail decoded apart, split.go) to the
+// end of a, with ctx renumbering their contexts; t is left empty. Where
+// every context is the first one, t's chunks are reused in place, each
+// event moved once, so the merge needs no second copy of the tail.
+func (a *eventArena) appendArena(t *eventArena, ctx func(Context) Context) {
+	if t.n == 0 {
+		return
+	}
+	if a.n == 0 || len(t.ctx) > 0 || ctx(t.contexts[0]) != a.contexts[0] {
+		for i := range t.n {
+			a.push(*t.at(i), ctx(t.context(i)))
+		}
+		*t = eventArena{}
+		return
+	}
+	src := t.chunks
+	// Fill a's last chunk, then shift t's events down by as many, chunk by
+	// chunk: a chunk takes the rest of its own events and the head of the
+	// next one's.
+	taken := 0
+	if k := len(a.chunks) - 1; len(a.chunks[k]) < eventChunkLen {
+		room := eventChunkLen - len(a.chunks[k])
+		for j := 0; j < len(src) && taken < room; j++ {
+			n := min(room-taken, len(src[j]))
+			a.chunks[k] = append(a.chunks[k], src[j][:n]...)
+			taken += n
+		}
+	}
+	if taken < t.n {
+		shift := taken % eventChunkLen // taken < eventChunkLen: src[0] is full if taken > 0
+		for j := range src {
+			c := src[j]
+			n := copy(c, c[min(shift, len(c)):])
+			c = c[:n]
+			if j+1 < len(src) {
+				c = append(c, src[j+1][:min(shift, len(src[j+1]))]...)
+			}
+			if len(c) > 0 {
+				a.chunks = append(a.chunks, c)
+			}
+		}
+	}
+	a.n += t.n
+	*t = eventArena{}
+}
+
 func (a *eventArena) at(i int) *Event {
 	return &a.chunks[i>>eventChunkBits][i&(eventChunkLen-1)]
 }

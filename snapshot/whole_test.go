@@ -33,22 +33,7 @@ func (g genericOnly) Tuple(items []pickle.Value) (pickle.Value, error)   { retur
 // closed out of order would leave copies behind. Every real snapshot in the
 // repository, protocols 0-5.
 func TestWholeContainersMatchGeneric(t *testing.T) {
-	var paths []string
-	for _, glob := range []string{"testdata/format/*.pickle", "testdata/legacy/*.pickle", "testdata/newer/*.pickle",
-		"testdata/redump/*.gz"} {
-		m, _ := filepath.Glob(glob)
-		paths = append(paths, m...)
-	}
-	filepath.WalkDir("../testdata/scenarios/out", func(path string, d fs.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(path, ".pickle.gz") {
-			paths = append(paths, path)
-		}
-		return err
-	})
-	if len(paths) < 50 {
-		t.Fatalf("found %d fixtures, want the 50+ in the repository", len(paths))
-	}
-	for _, path := range paths {
+	for _, path := range repoSnapshots(t) {
 		t.Run(strings.TrimPrefix(path, "../"), func(t *testing.T) {
 			raw := readRaw(t, path)
 			whole, err := Decode(bytes.NewReader(raw))
@@ -87,6 +72,27 @@ func TestWholeContainersMatchGeneric(t *testing.T) {
 	}
 }
 
+// repoSnapshots lists every real snapshot in the repository.
+func repoSnapshots(t *testing.T) []string {
+	t.Helper()
+	var paths []string
+	for _, glob := range []string{"testdata/format/*.pickle", "testdata/legacy/*.pickle", "testdata/newer/*.pickle",
+		"testdata/redump/*.gz", "testdata/split/*.gz"} {
+		m, _ := filepath.Glob(glob)
+		paths = append(paths, m...)
+	}
+	filepath.WalkDir("../testdata/scenarios/out", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".pickle.gz") {
+			paths = append(paths, path)
+		}
+		return err
+	})
+	if len(paths) < 50 {
+		t.Fatalf("found %d fixtures, want the 50+ in the repository", len(paths))
+	}
+	return paths
+}
+
 // events counts the trace entries of all devices.
 func (s *Snapshot) events() int {
 	n := 0
@@ -96,7 +102,7 @@ func (s *Snapshot) events() int {
 	return n
 }
 
-func readRaw(t *testing.T, path string) []byte {
+func readRaw(t testing.TB, path string) []byte {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
