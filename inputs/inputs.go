@@ -261,6 +261,12 @@ func (r *Reader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// ReaderAt returns the input for random access when it is a regular file.
+func (r *Reader) ReaderAt() (io.ReaderAt, bool) {
+	f, ok := r.r.(*os.File)
+	return f, ok && r.size >= 0
+}
+
 // Size is the input's length in bytes, or -1 when unknown (a pipe).
 func (r *Reader) Size() int64 { return r.size }
 

@@ -67,7 +67,8 @@ func load(in inputs.Input, stderr io.Writer) (*snapshot.Snapshot, error) {
 	defer r.Close()
 
 	var src io.Reader = r
-	if bar := newProgressBar(stderr, in.String(), r.Size()); bar != nil {
+	bar := newProgressBar(stderr, in.String(), r.Size())
+	if bar != nil {
 		defer bar.Clear()
 		src = io.TeeReader(r, bar)
 	}
@@ -83,14 +84,24 @@ func load(in inputs.Input, stderr io.Writer) (*snapshot.Snapshot, error) {
 	if len(head) == 0 {
 		return nil, errors.New("empty file")
 	}
-	sn, err := snapshot.Read(br)
+	var sn *snapshot.Snapshot
+	read := r.BytesRead
+	if f, ok := r.ReaderAt(); ok {
+		// A file is read where the decoder wants it: a big one by two
+		// goroutines at once (snapshot.ReadAt).
+		ra := &progressAt{r: f, bar: bar}
+		read = ra.highWater
+		sn, err = snapshot.ReadAt(ra, r.Size())
+	} else {
+		sn, err = snapshot.Read(br)
+	}
 	if err != nil {
 		if kind, _ := inputs.KindOf(bytes.NewReader(head)); kind != inputs.Snapshot {
 			return nil, fmt.Errorf("%w (it starts with %q)", errNotSnapshot, head[:min(len(head), 16)])
 		}
 		if size := r.Size(); size >= 0 {
 			// Tells a truncated copy (all bytes read) from damage inside.
-			return nil, fmt.Errorf("%w (stopped after reading %d of %d bytes)", err, r.BytesRead(), size)
+			return nil, fmt.Errorf("%w (stopped after reading %d of %d bytes)", err, read(), size)
 		}
 		return nil, err
 	}

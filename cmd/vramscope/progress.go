@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -36,4 +37,33 @@ func newProgressBar(stderr io.Writer, name string, size int64) *progressbar.Prog
 		progressbar.OptionSpinnerType(14),
 		progressbar.OptionClearOnFinish(),
 	)
+}
+
+// progressAt counts what the decoder reads of a file, which it may read at
+// several places at once: the bar shows the furthest byte read.
+type progressAt struct {
+	r   io.ReaderAt
+	bar *progressbar.ProgressBar // nil: only count
+	mu  sync.Mutex
+	hw  int64
+}
+
+func (p *progressAt) ReadAt(b []byte, off int64) (int, error) {
+	n, err := p.r.ReadAt(b, off)
+	p.mu.Lock()
+	if end := off + int64(n); end > p.hw {
+		p.hw = end
+		if p.bar != nil {
+			p.bar.Set64(end)
+		}
+	}
+	p.mu.Unlock()
+	return n, err
+}
+
+// highWater is the furthest byte read so far.
+func (p *progressAt) highWater() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hw
 }
