@@ -167,11 +167,13 @@ type Timeline struct {
 	Pools   []snapshot.PoolID
 	Caveats []Caveat
 
-	// Allocated, active and requested change on most events: dense, 24
-	// bytes per event. Reserved changes only on segment events: a step
-	// list.
-	allocated, active, requested []int64
-	reserved                     []reservedStep
+	// Allocated and active change on most events: dense, in 512-byte
+	// units. Requested is kept as waste, allocated minus requested (the
+	// rounding inside allocated blocks: small, and not negative on real
+	// traces), in bytes. 12 bytes per event for the three. Reserved changes only on
+	// segment events: a step list.
+	allocated, active, waste series
+	reserved                 []reservedStep
 	// poolInitial and poolSteps follow the private pools (Pools[1:]); the
 	// default pool is the total minus them, so a single-pool trace stores
 	// nothing extra.
@@ -188,7 +190,7 @@ type Timeline struct {
 }
 
 // Len is the number of events.
-func (t *Timeline) Len() int { return len(t.allocated) }
+func (t *Timeline) Len() int { return t.allocated.len() }
 
 // Value returns series m right after event i; i = BeforeRecording gives the
 // initial value.
@@ -198,11 +200,11 @@ func (t *Timeline) Value(m Metric, i int) int64 {
 	}
 	switch m {
 	case Allocated:
-		return t.allocated[i]
+		return t.allocated.at(i)
 	case Requested:
-		return t.requested[i]
+		return t.allocated.at(i) - t.waste.at(i)
 	case Active:
-		return t.active[i]
+		return t.active.at(i)
 	}
 	return t.reservedAt(i)
 }
@@ -212,7 +214,8 @@ func (t *Timeline) At(i int) Sample {
 	if i < 0 {
 		return t.Initial
 	}
-	return Sample{Allocated: t.allocated[i], Requested: t.requested[i], Active: t.active[i], Reserved: t.reservedAt(i)}
+	allocated := t.allocated.at(i)
+	return Sample{Allocated: allocated, Requested: allocated - t.waste.at(i), Active: t.active.at(i), Reserved: t.reservedAt(i)}
 }
 
 func (t *Timeline) reservedAt(i int) int64 {
