@@ -159,13 +159,15 @@ type Timeline struct {
 	// Initial is the usage before the first event: the final snapshot with
 	// the trace undone.
 	Initial Sample
-	// Allocations holds every block that is active at some point of the
-	// trace, ordered by Start (blocks live at the first event come first, by
-	// address). Peak and leak findings read live sets from it.
-	Allocations []Allocation
 	// Pools lists the device's pools; Pools[0] is the default pool.
 	Pools   []snapshot.PoolID
 	Caveats []Caveat
+
+	// allocs holds every block that is active at some point of the
+	// trace (see Allocation), full the Allocations that a record cannot
+	// hold alone. Peak and leak findings read live sets from them.
+	allocs []allocRecord
+	full   []Allocation
 
 	// Allocated and active change on most events: dense, in 512-byte
 	// units. Requested is kept as waste, allocated minus requested (the
@@ -292,17 +294,17 @@ func (t *Timeline) PoolsAt(i int) []PoolUsage {
 	return out
 }
 
-// LiveAt returns the indices in Allocations of the blocks active right after
-// event i (BeforeRecording: at the start), in Allocations order. Peak
+// LiveAt returns the indices (for Allocation) of the blocks active right
+// after event i (BeforeRecording: at the start), in ascending order. Peak
 // attribution groups them by Stack.
 func (t *Timeline) LiveAt(i int) []int {
 	var out []int
-	for k := range t.Allocations {
-		a := &t.Allocations[k]
-		if int(a.Start) > i {
+	for k := range t.allocs {
+		r := &t.allocs[k]
+		if int(r.start) > i {
 			break // ordered by Start
 		}
-		if a.ActiveAt(i) {
+		if i < int(r.end) {
 			out = append(out, k)
 		}
 	}
