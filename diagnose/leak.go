@@ -164,16 +164,17 @@ func measureSites(sn *snapshot.Snapshot, tl *replay.Timeline, steps []Step, at [
 	byKey := map[string]*siteAcc{}
 	var order []*siteAcc
 	lo := 0
-	for k := range tl.Allocations {
-		a := &tl.Allocations[k]
-		for lo < len(at) && at[lo] < int(a.Start) {
+	for k := range tl.NumAllocations() {
+		start, free, _ := tl.Lifetime(k)
+		for lo < len(at) && at[lo] < start {
 			lo++
 		}
-		atEnd := a.Free == replay.LiveAtEnd
-		if (lo == len(at) || int(a.Free) <= at[lo]) && !atEnd {
+		atEnd := free == replay.LiveAtEnd
+		if (lo == len(at) || free <= at[lo]) && !atEnd {
 			continue // born and freed between two boundaries
 		}
-		hi := lo + sort.SearchInts(at[lo:], int(a.Free))
+		hi := lo + sort.SearchInts(at[lo:], free)
+		a := tl.Allocation(k)
 		s := byStack[a.Stack]
 		if s == nil {
 			site := f.Site(sn, a.Stack)
@@ -196,7 +197,7 @@ func measureSites(sn *snapshot.Snapshot, tl *replay.Timeline, steps []Step, at [
 				s.born[b] += size
 			}
 		}
-		if atEnd && !s.atEndRep || atEnd == s.atEndRep && a.Size > tl.Allocations[s.rep].Size {
+		if atEnd && !s.atEndRep || atEnd == s.atEndRep && a.Size > tl.Allocation(s.rep).Size {
 			s.rep, s.atEndRep = k, atEnd
 		}
 	}
@@ -204,7 +205,7 @@ func measureSites(sn *snapshot.Snapshot, tl *replay.Timeline, steps []Step, at [
 	for _, s := range order {
 		out = append(out, SiteGrowth{
 			Site:      s.site,
-			Stack:     f.UserFrames(sn, tl.Allocations[s.rep].Stack, stackDepth),
+			Stack:     f.UserFrames(sn, tl.Allocation(s.rep).Stack, stackDepth),
 			Live:      prefixSums(s.live[:len(at)]),
 			Requested: prefixSums(s.req[:len(at)]),
 			Born:      s.born,

@@ -6,7 +6,7 @@ import (
 	"github.com/vramscope/vramscope/snapshot"
 )
 
-// LeakedAllocations returns the indexes in tl.Allocations of the blocks
+// LeakedAllocations returns the indexes (for tl.Allocation) of the blocks
 // still allocated at the end of the trace whose callsite r judged a leak:
 // their sizes add up to the leak sites' AtEnd. sn, tl and f must be the
 // ones r was computed from. It is the selection export writes as a pprof
@@ -23,11 +23,11 @@ func (r *LeakReport) LeakedAllocations(sn *snapshot.Snapshot, tl *replay.Timelin
 	}
 	keys := map[snapshot.StackID]string{} // a site per stack, as measureSites names them
 	var idx []int
-	for k := range tl.Allocations {
-		a := &tl.Allocations[k]
-		if a.Free != replay.LiveAtEnd {
+	for k := range tl.NumAllocations() {
+		if _, free, _ := tl.Lifetime(k); free != replay.LiveAtEnd {
 			continue
 		}
+		a := tl.Allocation(k)
 		key, ok := keys[a.Stack]
 		if !ok {
 			key = siteKey(f.Site(sn, a.Stack), a.Stack)

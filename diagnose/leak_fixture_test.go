@@ -98,8 +98,8 @@ func checkLive(t *testing.T, sn *snapshot.Snapshot, tl *replay.Timeline, r *Leak
 	}
 	at := boundaries(r.Steps.Steps)
 	want := map[string][]int64{}
-	for k := range tl.Allocations {
-		a := &tl.Allocations[k]
+	for k := range tl.NumAllocations() {
+		a := tl.Allocation(k)
 		key := siteKey(f.Site(sn, a.Stack), a.Stack)
 		for j, p := range at {
 			if !a.AllocatedAt(p) {

@@ -39,7 +39,7 @@ type PeakReport struct {
 
 // Transient is one transient block of the peak and what removing it gains.
 type Transient struct {
-	Alloc     int // index in Timeline.Allocations
+	Alloc     int // index for Timeline.Allocation
 	Site      callsite.Site
 	Stack     []snapshot.Frame
 	Bytes     int64 // block size
@@ -69,29 +69,28 @@ func Peak(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *PeakR
 	}
 
 	var persistent, transient []int
+	best := -1 // the largest transient block
+	var bestAlloc replay.Allocation
 	for _, k := range allocatedAt(tl, r.Allocated.Index) {
-		a := &tl.Allocations[k]
+		a := tl.Allocation(k)
 		if a.Start == replay.BeforeRecording || a.Free == replay.LiveAtEnd {
 			persistent = append(persistent, k)
 			r.PersistentBytes += int64(a.Size)
-		} else {
-			transient = append(transient, k)
-			r.TransientBytes += int64(a.Size)
+			continue
+		}
+		transient = append(transient, k)
+		r.TransientBytes += int64(a.Size)
+		// Largest first; the earliest born wins a tie (the upcast, not the
+		// op that consumes it).
+		if best < 0 || a.Size > bestAlloc.Size {
+			best, bestAlloc = k, a
 		}
 	}
 	r.Persistent = groupBySite(sn, tl, f, persistent)
 	r.Transient = groupBySite(sn, tl, f, transient)
 
-	best := -1
-	for _, k := range transient {
-		// Largest first; the earliest born wins a tie (the upcast, not the
-		// op that consumes it).
-		if best < 0 || tl.Allocations[k].Size > tl.Allocations[best].Size {
-			best = k
-		}
-	}
 	if best >= 0 {
-		a := &tl.Allocations[best]
+		a := &bestAlloc
 		r.Largest = &Transient{
 			Alloc: best, Site: f.Site(sn, a.Stack), Stack: f.UserFrames(sn, a.Stack, stackDepth),
 			Bytes: int64(a.Size), Requested: int64(a.Requested),

@@ -30,11 +30,12 @@ type sized struct {
 	size  uint64
 }
 
-// groupBySite groups allocations (indices into tl.Allocations) by callsite.
+// groupBySite groups allocations (indices for tl.Allocation) by callsite.
 func groupBySite(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, allocs []int) []SiteGroup {
 	items := make([]sized, len(allocs))
 	for i, k := range allocs {
-		items[i] = sized{tl.Allocations[k].Stack, tl.Allocations[k].Size}
+		a := tl.Allocation(k)
+		items[i] = sized{a.Stack, a.Size}
 	}
 	return groupSized(sn, f, items)
 }
@@ -74,7 +75,7 @@ func allocatedAt(tl *replay.Timeline, i int) []int {
 	live := tl.LiveAt(i)
 	out := live[:0]
 	for _, k := range live {
-		if tl.Allocations[k].AllocatedAt(i) {
+		if a := tl.Allocation(k); a.AllocatedAt(i) {
 			out = append(out, k)
 		}
 	}

@@ -4,7 +4,8 @@ import "github.com/vramscope/vramscope/snapshot"
 
 // Allocator constants (c10/cuda/CUDACachingAllocator.cpp).
 const (
-	minBlockSize     = 512     // kMinBlockSize: every request is rounded to a multiple of it
+	minBlockSize     = 1 << minBlockBits // kMinBlockSize (512): every request is rounded to a multiple of it
+	minBlockBits     = 9
 	smallSize        = 1 << 20 // kSmallSize: large-pool remainders must exceed it to be split off
 	smallSegmentSize = 2 << 20 // kSmallBuffer: a small-pool segment
 )

@@ -107,7 +107,7 @@ type replayer struct {
 
 	known    []knownSize // ascending index
 	layout   *layout
-	blocks   *addrMap[int32] // address of an active block -> Allocations index
+	blocks   *addrMap[int32] // address of an active block -> allocation index
 	traced   segmentSet      // ranges reserved by events of the trace
 	poolOf   map[snapshot.PoolID]int
 	pools    []Sample // per pool index, running
@@ -237,8 +237,9 @@ func (r *replayer) reconstruct() {
 	}
 	for i := range allocs {
 		a := &allocs[i]
-		r.blocks.set(a.Addr, int32(i))
-		p := &r.pools[r.poolIndex(a.Pool)]
+		pool := r.poolIndex(a.Pool)
+		r.blocks.set(a.Addr, r.t.add(a, pool))
+		p := &r.pools[pool]
 		p.Active += int64(a.Size)
 		if a.Free != BeforeRecording {
 			p.Allocated += int64(a.Size)
@@ -248,7 +249,6 @@ func (r *replayer) reconstruct() {
 	for _, p := range r.pools {
 		r.t.Initial.add(p)
 	}
-	r.t.Allocations = allocs
 }
 
 // reconstructSegments undoes the trace's segment events on the final

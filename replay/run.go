@@ -11,16 +11,14 @@ import (
 func (r *replayer) run() {
 	t := r.t
 	n := r.tr.Len()
-	allocated, requested, active := make([]int64, n), make([]int64, n), make([]int64, n)
-	allocs := make([]Allocation, 0, len(t.Allocations)+r.counts[snapshot.ActionAlloc])
-	// Half a GB of fresh output on the 996 MB bench file: on huge pages,
-	// replay takes 0.60-0.67 s instead of 0.82-0.90 s (page faults).
-	hugepage.Advise(allocated)
-	hugepage.Advise(requested)
-	hugepage.Advise(active)
+	// Hundreds of MB of fresh output on the 996 MB bench file: on huge
+	// pages (newSeries advises its own), replay took 0.60-0.67 s instead
+	// of 0.82-0.90 s (page faults).
+	t.allocated, t.active = newSeries(n, minBlockBits), newSeries(n, minBlockBits)
+	t.waste = newSeries(n, 0)
+	allocs := make([]allocRecord, 0, len(t.allocs)+r.counts[snapshot.ActionAlloc])
 	hugepage.Advise(allocs)
-	t.allocated, t.requested, t.active = allocated, requested, active
-	t.Allocations = append(allocs, t.Allocations...)
+	t.allocs = append(allocs, t.allocs...)
 	t.poolInitial = append([]Sample(nil), r.pools[1:]...)
 	t.poolSteps = make([][]poolStep, len(t.Pools)-1)
 	for m := range t.peaks {
@@ -69,19 +67,25 @@ func (r *replayer) run() {
 				}
 			}
 		}
-		allocated[i], requested[i], active[i] = cur.Allocated, cur.Requested, cur.Active
+		// put, inlined, takes the values of real traces; set, out of line,
+		// any value.
+		if !t.allocated.put(i, cur.Allocated) || !t.waste.put(i, cur.Allocated-cur.Requested) || !t.active.put(i, cur.Active) {
+			t.allocated.set(i, cur.Allocated)
+			t.waste.set(i, cur.Allocated-cur.Requested)
+			t.active.set(i, cur.Active)
+		}
 	}
 }
 
 // alloc replays an alloc; known is the block size from the final snapshot,
 // or 0. It returns the pool index touched.
 func (r *replayer) alloc(i int, e *snapshot.Event, known uint64, d *Sample) int {
-	// The Allocation appended below gets index k.
-	k := int32(len(r.t.Allocations))
+	// The Allocation added below gets index k.
+	k := int32(len(r.t.allocs))
 	if old, ok := r.blocks.set(e.Addr, k); ok {
 		// The address is still active: its free was not recorded.
 		r.caveats.add(LayoutConflict, i, 0)
-		r.end(old, i, d)
+		r.end(old, e.Addr, i, d)
 	}
 	size, seg, ok := r.layout.take(e.Addr, e.Size, known)
 	a := Allocation{
@@ -98,11 +102,12 @@ func (r *replayer) alloc(i int, e *snapshot.Event, known uint64, d *Sample) int 
 	if seg >= 0 {
 		a.Pool = r.layout.segs[seg].pool
 	}
-	r.t.Allocations = append(r.t.Allocations, a)
+	pool := r.poolIndex(a.Pool)
+	r.t.add(&a, pool)
 	d.Allocated += int64(size)
 	d.Requested += int64(e.Size)
 	d.Active += int64(size)
-	return r.poolIndex(a.Pool)
+	return pool
 }
 
 // freeRequested replays a free_requested: the block stops being allocated;
@@ -114,13 +119,13 @@ func (r *replayer) freeRequested(i int, e *snapshot.Event, d *Sample) int {
 		r.caveats.add(LayoutConflict, i, 0)
 		return -1
 	}
-	a := &r.t.Allocations[k]
-	markFreed(a, i, d)
+	rec := &r.t.allocs[k]
+	r.t.markFreed(rec, i, d)
 	if !r.hasCompleted {
 		r.blocks.remove(e.Addr)
-		r.end(k, i, d)
+		r.end(k, e.Addr, i, d)
 	}
-	return r.poolIndex(a.Pool)
+	return r.recordPool(rec)
 }
 
 // freeCompleted replays a free_completed: the block goes back to the cache.
@@ -130,29 +135,38 @@ func (r *replayer) freeCompleted(i int, e *snapshot.Event, d *Sample) int {
 		r.caveats.add(LayoutConflict, i, 0)
 		return -1
 	}
-	r.end(k, i, d)
-	return r.poolIndex(r.t.Allocations[k].Pool)
+	r.end(k, e.Addr, i, d)
+	return r.recordPool(&r.t.allocs[k])
 }
 
-// end ends allocation k at event i, which the caller has removed from
-// blocks: freed if not yet, no longer active, and its range merged back into
-// the free ranges.
-func (r *replayer) end(k int32, i int, d *Sample) {
-	a := &r.t.Allocations[k]
-	markFreed(a, i, d)
-	a.End = int32(i)
-	d.Active -= int64(a.Size)
-	r.layout.release(a.Addr, a.Size)
+// end ends allocation k, at addr, at event i, which the caller has removed
+// from blocks: freed if not yet, no longer active, and its range merged
+// back into the free ranges.
+func (r *replayer) end(k int32, addr uint64, i int, d *Sample) {
+	rec := &r.t.allocs[k]
+	r.t.markFreed(rec, i, d)
+	rec.end = int32(i)
+	size := r.t.size(rec)
+	d.Active -= int64(size)
+	r.layout.release(addr, size)
 }
 
-// markFreed marks a freed at event i, unless it already was, and takes it out
-// of the allocated and requested bytes.
-func markFreed(a *Allocation, i int, d *Sample) {
-	if a.Free == LiveAtEnd {
-		a.Free = int32(i)
-		d.Allocated -= int64(a.Size)
-		d.Requested -= int64(a.Requested)
+// markFreed marks r freed at event i, unless it already was, and takes it
+// out of the allocated and requested bytes.
+func (t *Timeline) markFreed(r *allocRecord, i int, d *Sample) {
+	if r.free == LiveAtEnd {
+		r.free = int32(i)
+		d.Allocated -= int64(t.size(r))
+		d.Requested -= int64(t.requested(r))
 	}
+}
+
+// recordPool is rec's pool index.
+func (r *replayer) recordPool(rec *allocRecord) int {
+	if rec.full {
+		return r.poolIndex(r.t.full[rec.units].Pool)
+	}
+	return int(rec.pool)
 }
 
 // segmentEvent replays a segment event with the info of the range it
@@ -188,7 +202,7 @@ func (r *replayer) compareFinal() {
 			continue
 		}
 		matched++
-		a := &r.t.Allocations[k]
+		a := r.t.Allocation(int(k))
 		pending := a.Free != LiveAtEnd
 		if a.Size != fb.size || a.Requested != fb.requested || pending != (fb.state == snapshot.ActivePendingFree) {
 			diff++

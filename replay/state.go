@@ -16,12 +16,18 @@ type State struct {
 	// Segments in address order; blocks cover each segment contiguously.
 	Segments []snapshot.Segment
 	Blocks   []snapshot.Block
-	// Allocation[k] is the index in Timeline.Allocations of Blocks[k]
+	// Allocation[k] is the index (for Timeline.Allocation) of Blocks[k]
 	// (its event indices, stream and origin), or -1 for inactive blocks.
 	Allocation []int
 	// Orphans counts active blocks that fit in no segment: zero unless the
 	// trace contradicts itself.
 	Orphans int
+}
+
+// liveAllocation is an allocation active at a State's event and its index.
+type liveAllocation struct {
+	k int
+	Allocation
 }
 
 // State rebuilds the segments and blocks right after event i
@@ -41,8 +47,11 @@ func (t *Timeline) State(i int) (*State, error) {
 		}
 		segs.apply(t.Trace.At(int(idx)), t.segInfos[k])
 	}
-	live := t.LiveAt(i)
-	slices.SortFunc(live, func(a, b int) int { return cmp.Compare(t.Allocations[a].Addr, t.Allocations[b].Addr) })
+	var live []liveAllocation
+	for _, k := range t.LiveAt(i) {
+		live = append(live, liveAllocation{k, t.Allocation(k)})
+	}
+	slices.SortFunc(live, func(a, b liveAllocation) int { return cmp.Compare(a.Addr, b.Addr) })
 
 	st := &State{
 		Device:   t.Device,
@@ -62,8 +71,8 @@ func (t *Timeline) State(i int) (*State, error) {
 			FirstBlock: len(st.Blocks),
 		}
 		cur := s.addr
-		for ; k < len(live) && t.Allocations[live[k]].Addr < s.end(); k++ {
-			a := &t.Allocations[live[k]]
+		for ; k < len(live) && live[k].Addr < s.end(); k++ {
+			a := &live[k].Allocation
 			if a.Addr < cur || a.Addr+a.Size > s.end() {
 				st.Orphans++
 				continue
@@ -79,7 +88,7 @@ func (t *Timeline) State(i int) (*State, error) {
 			seg.ActiveSize += a.Size
 			seg.RequestedSize += a.Requested
 			st.Blocks = append(st.Blocks, b)
-			st.Allocation = append(st.Allocation, live[k])
+			st.Allocation = append(st.Allocation, live[k].k)
 			cur = a.Addr + a.Size
 		}
 		if cur < s.end() {

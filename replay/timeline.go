@@ -159,19 +159,23 @@ type Timeline struct {
 	// Initial is the usage before the first event: the final snapshot with
 	// the trace undone.
 	Initial Sample
-	// Allocations holds every block that is active at some point of the
-	// trace, ordered by Start (blocks live at the first event come first, by
-	// address). Peak and leak findings read live sets from it.
-	Allocations []Allocation
 	// Pools lists the device's pools; Pools[0] is the default pool.
 	Pools   []snapshot.PoolID
 	Caveats []Caveat
 
-	// Allocated, active and requested change on most events: dense, 24
-	// bytes per event. Reserved changes only on segment events: a step
-	// list.
-	allocated, active, requested []int64
-	reserved                     []reservedStep
+	// allocs holds every block that is active at some point of the
+	// trace (see Allocation), full the Allocations that a record cannot
+	// hold alone. Peak and leak findings read live sets from them.
+	allocs []allocRecord
+	full   []Allocation
+
+	// Allocated and active change on most events: dense, in 512-byte
+	// units. Requested is kept as waste, allocated minus requested (the
+	// rounding inside allocated blocks: small, and not negative on real
+	// traces), in bytes. 12 bytes per event for the three. Reserved changes only on
+	// segment events: a step list.
+	allocated, active, waste series
+	reserved                 []reservedStep
 	// poolInitial and poolSteps follow the private pools (Pools[1:]); the
 	// default pool is the total minus them, so a single-pool trace stores
 	// nothing extra.
@@ -188,7 +192,7 @@ type Timeline struct {
 }
 
 // Len is the number of events.
-func (t *Timeline) Len() int { return len(t.allocated) }
+func (t *Timeline) Len() int { return t.allocated.len() }
 
 // Value returns series m right after event i; i = BeforeRecording gives the
 // initial value.
@@ -198,11 +202,11 @@ func (t *Timeline) Value(m Metric, i int) int64 {
 	}
 	switch m {
 	case Allocated:
-		return t.allocated[i]
+		return t.allocated.at(i)
 	case Requested:
-		return t.requested[i]
+		return t.allocated.at(i) - t.waste.at(i)
 	case Active:
-		return t.active[i]
+		return t.active.at(i)
 	}
 	return t.reservedAt(i)
 }
@@ -212,7 +216,8 @@ func (t *Timeline) At(i int) Sample {
 	if i < 0 {
 		return t.Initial
 	}
-	return Sample{Allocated: t.allocated[i], Requested: t.requested[i], Active: t.active[i], Reserved: t.reservedAt(i)}
+	allocated := t.allocated.at(i)
+	return Sample{Allocated: allocated, Requested: allocated - t.waste.at(i), Active: t.active.at(i), Reserved: t.reservedAt(i)}
 }
 
 func (t *Timeline) reservedAt(i int) int64 {
@@ -289,17 +294,17 @@ func (t *Timeline) PoolsAt(i int) []PoolUsage {
 	return out
 }
 
-// LiveAt returns the indices in Allocations of the blocks active right after
-// event i (BeforeRecording: at the start), in Allocations order. Peak
+// LiveAt returns the indices (for Allocation) of the blocks active right
+// after event i (BeforeRecording: at the start), in ascending order. Peak
 // attribution groups them by Stack.
 func (t *Timeline) LiveAt(i int) []int {
 	var out []int
-	for k := range t.Allocations {
-		a := &t.Allocations[k]
-		if int(a.Start) > i {
+	for k := range t.allocs {
+		r := &t.allocs[k]
+		if int(r.start) > i {
 			break // ordered by Start
 		}
-		if a.ActiveAt(i) {
+		if i < int(r.end) {
 			out = append(out, k)
 		}
 	}

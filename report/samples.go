@@ -83,7 +83,7 @@ func (b *Builder) samplesAtEnd(sn *snapshot.Snapshot, dev int) []sample {
 func (b *Builder) samplesAt(sn *snapshot.Snapshot, tl *replay.Timeline, i int) []sample {
 	sb := b.newStackBytes(sn)
 	for _, k := range tl.LiveAt(i) {
-		a := &tl.Allocations[k]
+		a := tl.Allocation(k)
 		sb.add(a.Stack, a.Size)
 	}
 	return sb.samples()

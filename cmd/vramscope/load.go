@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 
 	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/internal/units"
@@ -105,5 +106,11 @@ func load(in inputs.Input, stderr io.Writer) (*snapshot.Snapshot, error) {
 		}
 		return nil, err
 	}
+	// The decoder's memo (about 90 MB of 4 MiB chunks on the 996 MB bench
+	// file) is garbage now but stays resident, and the replay's large
+	// allocations that follow cannot reuse its spans: returning it to the
+	// OS lowers analyze's peak RSS on that file from 1025 MB to 886 MB,
+	// output identical.
+	debug.FreeOSMemory()
 	return sn, nil
 }

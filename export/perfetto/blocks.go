@@ -31,10 +31,10 @@ type span struct {
 // from alloc (or the first event, for blocks older than the trace) to
 // free_completed (or the last event, for blocks still live).
 func (pw *processWriter) blocks(t *replay.Timeline) {
-	idx := largest(t.Allocations, pw.opt.Largest)
+	idx := largest(t.NumAllocations(), pw.opt.Largest, func(k int) uint64 { return t.Allocation(k).Size })
 	spans := make([]span, 0, len(idx))
 	for _, k := range idx {
-		a := &t.Allocations[k]
+		a := t.Allocation(k)
 		start, end := pw.clk.at(t, int(a.Start)), pw.clk.at(t, int(a.End))
 		end = max(end, start) // a clock that stepped back
 		args := blockArgs{
@@ -58,49 +58,59 @@ func (pw *processWriter) blocks(t *replay.Timeline) {
 	pw.spans(device(t)+" blocks", spans)
 }
 
-// largest returns the indices of the n largest allocations, the earlier
-// of equal ones first. It keeps a min-heap of the n best so far, so a
-// trace of millions of blocks is read once, in order, instead of sorted.
-func largest(allocs []replay.Allocation, n int) []int {
-	h := &rankHeap{allocs: allocs}
-	for k := range allocs {
+// largest returns the indices of the n largest of count allocations, whose
+// sizes size gives, the earlier of equal ones first. It keeps a min-heap of
+// the n best so far, so a trace of millions of blocks is read once, in
+// order, instead of sorted.
+func largest(count, n int, size func(k int) uint64) []int {
+	if n <= 0 {
+		return nil
+	}
+	h := &rankHeap{}
+	for k := range count {
+		r := ranked{k, size(k)}
 		switch {
-		case len(h.idx) < n:
-			heap.Push(h, k)
-		case n > 0 && h.above(k, h.idx[0]):
-			h.idx[0] = k
+		case len(h.items) < n:
+			heap.Push(h, r)
+		case r.above(h.items[0]):
+			h.items[0] = r
 			heap.Fix(h, 0)
 		}
 	}
-	slices.SortFunc(h.idx, func(a, b int) int {
+	slices.SortFunc(h.items, func(a, b ranked) int {
 		switch {
-		case h.above(a, b):
+		case a.above(b):
 			return -1
-		case h.above(b, a):
+		case b.above(a):
 			return 1
 		}
 		return 0
 	})
-	return h.idx
+	idx := make([]int, len(h.items))
+	for i, r := range h.items {
+		idx[i] = r.k
+	}
+	return idx
 }
 
-// rankHeap is a min-heap of allocation indices by rank.
-type rankHeap struct {
-	allocs []replay.Allocation
-	idx    []int
+// ranked is an allocation's index and size.
+type ranked struct {
+	k    int
+	size uint64
 }
 
-// above reports whether allocation a ranks above b: larger, or as large
-// and earlier.
-func (h *rankHeap) above(a, b int) bool {
-	sa, sb := h.allocs[a].Size, h.allocs[b].Size
-	return sa > sb || sa == sb && a < b
+// above reports whether a ranks above b: larger, or as large and earlier.
+func (a ranked) above(b ranked) bool {
+	return a.size > b.size || a.size == b.size && a.k < b.k
 }
 
-func (h *rankHeap) Len() int           { return len(h.idx) }
-func (h *rankHeap) Less(i, j int) bool { return h.above(h.idx[j], h.idx[i]) }
-func (h *rankHeap) Swap(i, j int)      { h.idx[i], h.idx[j] = h.idx[j], h.idx[i] }
-func (h *rankHeap) Push(x any)         { h.idx = append(h.idx, x.(int)) }
+// rankHeap is a min-heap of allocations by rank.
+type rankHeap struct{ items []ranked }
+
+func (h *rankHeap) Len() int           { return len(h.items) }
+func (h *rankHeap) Less(i, j int) bool { return h.items[j].above(h.items[i]) }
+func (h *rankHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *rankHeap) Push(x any)         { h.items = append(h.items, x.(ranked)) }
 
 // Pop is never called: the heap only grows to n, then its root is replaced.
 func (h *rankHeap) Pop() any { panic("rankHeap.Pop") }

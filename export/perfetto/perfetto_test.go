@@ -137,7 +137,7 @@ func TestStructure(t *testing.T) {
 			}
 			wantSlices := 0
 			for _, tl := range p.Timelines {
-				wantSlices += min(tt.largest, len(tl.Allocations))
+				wantSlices += min(tt.largest, tl.NumAllocations())
 				for _, m := range counterMetrics {
 					key := device(tl) + " " + m.String()
 					if got, want := maxOf[key], tl.Peak(m).Bytes; got != want {
@@ -251,10 +251,7 @@ func TestAnnotationBudget(t *testing.T) {
 
 // TestLargest: the n largest allocations, the earlier of equal ones first.
 func TestLargest(t *testing.T) {
-	var allocs []replay.Allocation
-	for _, size := range []uint64{5, 9, 5, 9, 1} {
-		allocs = append(allocs, replay.Allocation{Size: size})
-	}
+	sizes := []uint64{5, 9, 5, 9, 1}
 	tests := []struct {
 		n    int
 		want []int
@@ -265,7 +262,7 @@ func TestLargest(t *testing.T) {
 		{9, []int{1, 3, 0, 2, 4}},
 	}
 	for _, tt := range tests {
-		got := largest(allocs, tt.n)
+		got := largest(len(sizes), tt.n, func(k int) uint64 { return sizes[k] })
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("largest(%d) = %v, want %v", tt.n, got, tt.want)
 		}

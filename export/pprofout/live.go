@@ -86,10 +86,10 @@ func Live(sn *snapshot.Snapshot, tls []*replay.Timeline, m Moment) (blocks []Blo
 // the timeline adds what blocks lack: user metadata and whether the alloc
 // was recorded.
 func atEnd(sn *snapshot.Snapshot, t *replay.Timeline) []Block {
-	traced := map[uint64]*replay.Allocation{}
-	for k := range t.Allocations {
-		if a := &t.Allocations[k]; a.End == replay.LiveAtEnd && a.Start >= 0 {
-			traced[a.Addr] = a
+	traced := map[uint64]int{} // alloc event of the traced blocks active at the end, by address
+	for k := range t.NumAllocations() {
+		if start, _, end := t.Lifetime(k); end == replay.LiveAtEnd && start >= 0 {
+			traced[t.Allocation(k).Addr] = start
 		}
 	}
 	var out []Block
@@ -106,9 +106,9 @@ func atEnd(sn *snapshot.Snapshot, t *replay.Timeline) []Block {
 				Device: seg.Device, Size: b.Size, Requested: b.RequestedSize, State: b.State,
 				Stack: b.Stack, Stream: seg.Stream, Pool: seg.Pool, BeforeRecording: true,
 			}
-			if a := traced[b.Address]; a != nil {
+			if start, ok := traced[b.Address]; ok {
 				lb.BeforeRecording = false
-				lb.UserMetadata = t.Trace.Context(int(a.Start)).UserMetadata
+				lb.UserMetadata = t.Trace.Context(start).UserMetadata
 			}
 			out = append(out, lb)
 		}
@@ -116,14 +116,14 @@ func atEnd(sn *snapshot.Snapshot, t *replay.Timeline) []Block {
 	return out
 }
 
-// Allocations returns the blocks of t.Allocations[idx] in their state
+// Allocations returns the blocks t.Allocation(k), k in idx, in their state
 // right after event i (replay.BeforeRecording: before the first event).
 // It is how a detector's selection becomes a profile: a leak detector
 // passes its leaked allocations and t.Len()-1.
 func Allocations(t *replay.Timeline, i int, idx []int) []Block {
 	out := make([]Block, 0, len(idx))
 	for _, k := range idx {
-		a := &t.Allocations[k]
+		a := t.Allocation(k)
 		b := Block{
 			Device: t.Device, Size: a.Size, Requested: a.Requested, State: snapshot.ActivePendingFree,
 			Stack: a.Stack, Stream: a.Stream, Pool: a.Pool,

@@ -178,7 +178,8 @@ func TestLabelsAndStacks(t *testing.T) {
 func TestAllocationsPendingFree(t *testing.T) {
 	sn, tls := load(t, "../../snapshot/testdata/format/pending.pickle")
 	tl := tls[0]
-	for k, a := range tl.Allocations {
+	for k := range tl.NumAllocations() {
+		a := tl.Allocation(k)
 		if a.Free < 0 || a.Free >= a.End || a.End == replay.LiveAtEnd {
 			continue
 		}

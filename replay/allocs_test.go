@@ -1,0 +1,62 @@
+package replay
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// TestAllocationRecords replays blocks of every kind and reads each back
+// with Allocation: traced ones from their record and event, the others
+// (from the snapshot, from a free, of a size that is not whole 512-byte
+// units) from the side table.
+func TestAllocationRecords(t *testing.T) {
+	pool := snapshot.PoolID{1, 0}
+	sn := build(
+		[]seg{
+			{addr: a0, size: 2 * mib, typ: snapshot.Small, blocks: []blk{{512, 500, allocated}, {2*mib - 512, 0, inactive}}},
+			{addr: b0, size: 20 * mib, pool: pool, blocks: []blk{{1000, 900, allocated}, {20*mib - 1000, 0, inactive}}},
+		},
+		events(
+			snapshot.Event{Action: freeReq, Addr: a0 + 4096, Size: 600, Stack: 3},
+			ev(freeDone, a0+4096, 600),
+			snapshot.Event{Action: alloc, Addr: a0 + 512, Size: 2000, Stack: 4},
+			free(a0+512, 2000),
+			snapshot.Event{Action: alloc, Addr: b0, Size: 2 * mib, Stack: 5},
+			free(b0, 2*mib),
+			// The final snapshot says 1000 bytes.
+			ev(alloc, b0, 900),
+		),
+	)
+	tl, err := Device(sn, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Allocation{
+		{Addr: a0, Size: 512, Requested: 500, Start: BeforeRecording, Free: LiveAtEnd, End: LiveAtEnd, Stack: snapshot.NoStack, Origin: FromSnapshot},
+		{Addr: a0 + 4096, Size: 1024, Requested: 600, Start: BeforeRecording, Free: 0, End: 1, Stack: 3, Origin: FromFree},
+		{Addr: a0 + 512, Size: 2048, Requested: 2000, Start: 2, Free: 3, End: 4, Stack: 4, Origin: Traced},
+		{Addr: b0, Size: 2 * mib, Requested: 2 * mib, Pool: pool, Start: 5, Free: 6, End: 7, Stack: 5, Origin: Traced},
+		{Addr: b0, Size: 1000, Requested: 900, Pool: pool, Start: 8, Free: LiveAtEnd, End: LiveAtEnd, Origin: Traced},
+	}
+	if n := tl.NumAllocations(); n != len(want) {
+		t.Fatalf("%d allocations, want %d", n, len(want))
+	}
+	for k, w := range want {
+		if got := tl.Allocation(k); got != w {
+			t.Errorf("Allocation(%d) = %+v, want %+v", k, got, w)
+		}
+		if start, free, end := tl.Lifetime(k); start != int(w.Start) || free != int(w.Free) || end != int(w.End) {
+			t.Errorf("Lifetime(%d) = %d, %d, %d, want %d, %d, %d", k, start, free, end, w.Start, w.Free, w.End)
+		}
+	}
+	// The two blocks from before the trace and the 1000-byte one.
+	if len(tl.full) != 3 {
+		t.Errorf("%d allocations in the side table, want 3", len(tl.full))
+	}
+	checkFinal(t, sn, tl)
+	if size := unsafe.Sizeof(allocRecord{}); size != 20 {
+		t.Errorf("allocRecord takes %d bytes, want 20", size)
+	}
+}
