@@ -176,7 +176,7 @@ func (l *layout) release(addr, size uint64) {
 
 // applySegment replays a segment event: new ranges are free, removed ranges
 // must be free. It reports whether the event matched the layout.
-func (l *layout) applySegment(e *snapshot.Event, info segmentInfo) bool {
+func (l *layout) applySegment(e snapshot.Event, info segmentInfo) bool {
 	switch e.Action {
 	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 		l.segs.apply(e, info)

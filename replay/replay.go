@@ -344,7 +344,7 @@ func (r *replayer) initialBlocks() []Allocation {
 // initialFree is the Free index of a block live at the start whose first
 // event is e: a free_completed first means its free_requested came before
 // recording (when free_requested is recorded at all).
-func (r *replayer) initialFree(e *snapshot.Event) int32 {
+func (r *replayer) initialFree(e snapshot.Event) int32 {
 	if e.Action == snapshot.ActionFreeCompleted && r.hasRequested {
 		return BeforeRecording
 	}

@@ -79,7 +79,7 @@ func (r *replayer) run() {
 
 // alloc replays an alloc; known is the block size from the final snapshot,
 // or 0. It returns the pool index touched.
-func (r *replayer) alloc(i int, e *snapshot.Event, known uint64, d *Sample) int {
+func (r *replayer) alloc(i int, e snapshot.Event, known uint64, d *Sample) int {
 	// The Allocation added below gets index k.
 	k := int32(len(r.t.allocs))
 	if old, ok := r.blocks.set(e.Addr, k); ok {
@@ -113,7 +113,7 @@ func (r *replayer) alloc(i int, e *snapshot.Event, known uint64, d *Sample) int 
 // freeRequested replays a free_requested: the block stops being allocated;
 // it stays active (pending) until its free_completed, unless the trace
 // records no free_completed at all.
-func (r *replayer) freeRequested(i int, e *snapshot.Event, d *Sample) int {
+func (r *replayer) freeRequested(i int, e snapshot.Event, d *Sample) int {
 	k, ok := r.blocks.get(e.Addr)
 	if !ok {
 		r.caveats.add(LayoutConflict, i, 0)
@@ -129,7 +129,7 @@ func (r *replayer) freeRequested(i int, e *snapshot.Event, d *Sample) int {
 }
 
 // freeCompleted replays a free_completed: the block goes back to the cache.
-func (r *replayer) freeCompleted(i int, e *snapshot.Event, d *Sample) int {
+func (r *replayer) freeCompleted(i int, e snapshot.Event, d *Sample) int {
 	k, ok := r.blocks.remove(e.Addr)
 	if !ok {
 		r.caveats.add(LayoutConflict, i, 0)
@@ -171,7 +171,7 @@ func (r *replayer) recordPool(rec *allocRecord) int {
 
 // segmentEvent replays a segment event with the info of the range it
 // creates (for releases, the segment's own info is used).
-func (r *replayer) segmentEvent(i int, e *snapshot.Event, info segmentInfo, d *Sample) int {
+func (r *replayer) segmentEvent(i int, e snapshot.Event, info segmentInfo, d *Sample) int {
 	release := e.Action == snapshot.ActionSegmentFree || e.Action == snapshot.ActionSegmentUnmap
 	if release {
 		if s := r.layout.find(e.Addr); s >= 0 {

@@ -131,7 +131,7 @@ func (ss segmentSet) infoNear(addr, size uint64, stream snapshot.StreamID) (segm
 
 // apply replays segment event e forward, with info for the events that
 // create a range. It reports whether the event matched the set.
-func (ss *segmentSet) apply(e *snapshot.Event, info segmentInfo) bool {
+func (ss *segmentSet) apply(e snapshot.Event, info segmentInfo) bool {
 	switch e.Action {
 	case snapshot.ActionSegmentAlloc:
 		ss.add(e.Addr, e.Size, info, false)
@@ -156,7 +156,7 @@ func (ss segmentSet) total() uint64 {
 // snapshot: only the event's stream and size are known. 2 MiB is the small
 // pool's segment (and page) size; large segments are never that small
 // unless mapped.
-func guessSegmentInfo(e *snapshot.Event) segmentInfo {
+func guessSegmentInfo(e snapshot.Event) segmentInfo {
 	info := segmentInfo{
 		stream:     e.Stream,
 		expandable: e.Action == snapshot.ActionSegmentMap || e.Action == snapshot.ActionSegmentUnmap,

@@ -108,6 +108,10 @@ type builder struct {
 	lastStream    StreamID
 	sawHistory    bool
 	foreignKey    bool // a dict key was KindForeign (split.go)
+	// foreignStacks are the memo ids of the head's frames lists that a
+	// tail's entries name, by pseudo stack id (split.go).
+	foreignStacks  []uint64
+	foreignStackOf map[uint64]StackID
 
 	// recent caches interned strings by length and first and last byte.
 	// torch writes compile_context "N/A" as a new string in every trace
@@ -345,7 +349,7 @@ func (b *builder) arenaLen(k pickle.Kind) int {
 func (b *builder) copyElem(k pickle.Kind, i int) {
 	switch k {
 	case vEvent:
-		b.events.push(*b.events.at(i), b.events.context(i))
+		b.events.push(b.events.at(i), b.events.context(i))
 	case vBlock:
 		b.sn.Blocks = append(b.sn.Blocks, b.sn.Blocks[i])
 	case vSegment:
@@ -562,10 +566,10 @@ func (b *builder) closeEvent(d *dictB) (pickle.Value, error) {
 			case vEmpty:
 				e.Stack = EmptyStack
 			case pickle.KindForeign:
-				if f[kFrames].N >= foreignTag {
+				var ok bool
+				if e.Stack, ok = b.foreignStack(f[kFrames].N); !ok {
 					goto checked
 				}
-				e.Stack = StackID(foreignTag | f[kFrames].N)
 			default:
 				goto checked
 			}

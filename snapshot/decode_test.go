@@ -219,7 +219,7 @@ func checkFixture(t *testing.T, sn *Snapshot, want fixtureWant) {
 		metas[sn.String(tr.Context(i).UserMetadata)] = true
 		ctxs[sn.String(tr.Context(i).CompileContext)] = true
 		if e.Action == ActionOOM {
-			oom = e
+			oom = &e
 		}
 		if e.TimeUS < prevTime {
 			t.Errorf("event %d: time goes back (%d < %d)", i, e.TimeUS, prevTime)
@@ -497,7 +497,7 @@ func TestLegacyLayouts(t *testing.T) {
 			got := sn.Stack(e.Stack)
 			if e.Action != ActionAlloc || len(got) != len(base.Stack(be.Stack)) ||
 				sn.Frames[got[0]].Name != "torch::unwind::unwind()" || e.TimeUS != 0 {
-				t.Errorf("event 1: %+v with %d frames, first %q", *e, len(got), sn.Frames[got[0]].Name)
+				t.Errorf("event 1: %+v with %d frames, first %q", e, len(got), sn.Frames[got[0]].Name)
 			}
 		})
 	}
@@ -528,7 +528,7 @@ func TestNewerKeysTolerated(t *testing.T) {
 	tr := sn.Traces[0]
 	last := tr.At(tr.Len() - 1)
 	if tr.Len() != 57 || last.Action != ActionAnnotate || sn.String(tr.Context(tr.Len()-1).UserMetadata) != `{"saved_by": "autograd"}` {
-		t.Errorf("last of %d events: %+v", tr.Len(), *last)
+		t.Errorf("last of %d events: %+v", tr.Len(), last)
 	}
 	base := fixtures["default.pickle"]
 	var res, alloc uint64

@@ -24,9 +24,31 @@ const (
 	splitAt = 0.58
 )
 
-// foreignTag marks a tail's frame and stack ids that stand for a memo entry
-// of the head (pickle.KindForeign): the head's memo resolves them.
+// foreignTag marks a tail's frame ids that stand for a memo entry of the
+// head (pickle.KindForeign): the head's memo resolves them.
 const foreignTag = 1 << 31
+
+// foreignStackBase is the first pseudo stack id of a tail: the entries
+// naming a frames list of the head's get one each (builder.foreignStacks),
+// below the ids a packed event holds; the tail's own stacks stay below it.
+const foreignStackBase = packStacks / 2
+
+// foreignStack returns the pseudo stack id for the head's memo entry id.
+func (b *builder) foreignStack(id uint64) (StackID, bool) {
+	if s, ok := b.foreignStackOf[id]; ok {
+		return s, true
+	}
+	if len(b.foreignStacks) >= packStacks-foreignStackBase {
+		return 0, false
+	}
+	if b.foreignStackOf == nil {
+		b.foreignStackOf = map[uint64]StackID{}
+	}
+	s := StackID(foreignStackBase + len(b.foreignStacks))
+	b.foreignStacks = append(b.foreignStacks, id)
+	b.foreignStackOf[id] = s
+	return s, true
+}
 
 func frameOf(v pickle.Value) FrameID {
 	if v.Kind == pickle.KindForeign {
@@ -144,8 +166,11 @@ func (b *builder) canMerge(head *pickle.Decoder, t *tailResult) bool {
 			return false
 		}
 	}
-	for i := range tb.events.n {
-		if s := tb.events.at(i).Stack; s&foreignTag != 0 && !resolves(uint64(s&^foreignTag), vStack, vEmpty) {
+	if tb.sn.NumStacks() > foreignStackBase {
+		return false
+	}
+	for _, id := range tb.foreignStacks {
+		if !resolves(id, vStack, vEmpty) {
 			return false
 		}
 	}
@@ -165,6 +190,7 @@ func (b *builder) canMerge(head *pickle.Decoder, t *tailResult) bool {
 // tailMaps renumber a tail's interned values into the head's.
 type tailMaps struct {
 	head    *pickle.Decoder
+	foreign []uint64 // the tail's foreignStacks
 	strings []StringID
 	frames  []FrameID
 	stacks  []StackID
@@ -177,7 +203,7 @@ type tailMaps struct {
 // to the list on top of head's stack, and returns the renumbering.
 func (b *builder) merge(head *pickle.Decoder, t *tailResult) *tailMaps {
 	tb, sn := t.b, b.sn
-	m := &tailMaps{head: head, events: b.events.n}
+	m := &tailMaps{head: head, foreign: tb.foreignStacks, events: b.events.n}
 	for _, s := range tb.sn.strings {
 		m.strings = append(m.strings, sn.InternString(s))
 	}
@@ -202,13 +228,11 @@ func (b *builder) merge(head *pickle.Decoder, t *tailResult) *tailMaps {
 	for k, n := range tb.sn.Unknown {
 		sn.Unknown[k] += n
 	}
-	for i := range tb.events.n {
-		e := tb.events.at(i)
-		e.Stack = m.stack(e.Stack)
-		e.Stream = m.streams[e.Stream]
-	}
 	n := tb.events.n
-	b.events.appendArena(&tb.events, func(c Context) Context {
+	b.events.appendArena(&tb.events, func(e Event) Event {
+		e.Stack, e.Stream = m.stack(e.Stack), m.streams[e.Stream]
+		return e
+	}, func(c Context) Context {
 		return Context{CompileContext: m.strings[c.CompileContext], UserMetadata: m.strings[c.UserMetadata]}
 	})
 	h, _ := head.Top()
@@ -227,8 +251,8 @@ func (m *tailMaps) frame(f FrameID) FrameID {
 
 // stack renumbers a tail's stack id.
 func (m *tailMaps) stack(s StackID) StackID {
-	if s&foreignTag != 0 {
-		v, _ := m.head.MemoValue(uint64(s &^ foreignTag))
+	if s >= foreignStackBase {
+		v, _ := m.head.MemoValue(m.foreign[s-foreignStackBase])
 		if v.Kind == vEmpty {
 			return EmptyStack
 		}

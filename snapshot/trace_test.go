@@ -5,11 +5,11 @@ import (
 	"unsafe"
 )
 
-// Events stay 32 bytes; contexts other than the first event's live in a
-// column that only chunks holding such an event pay for.
+// Events are kept in 24 bytes; contexts other than the first event's live
+// in a column that only chunks holding such an event pay for.
 func TestTraceContexts(t *testing.T) {
-	if n := unsafe.Sizeof(Event{}); n != 32 {
-		t.Errorf("Event is %d bytes, want 32", n)
+	if n := unsafe.Sizeof(packedEvent{}); n != 24 {
+		t.Errorf("a packed event is %d bytes, want 24", n)
 	}
 	first, compiled, tagged := Context{CompileContext: 1}, Context{CompileContext: 2}, Context{CompileContext: 1, UserMetadata: 3}
 	n := 2*eventChunkLen + 10
@@ -36,5 +36,37 @@ func TestTraceContexts(t *testing.T) {
 	}
 	if got := NewTrace(events[:10], nil); got.arena.ctx != nil || got.Context(3) != (Context{}) {
 		t.Errorf("a trace of one context has a column or a wrong context")
+	}
+}
+
+// Every event comes back as it was pushed; those whose values do not fit
+// the packed layout are kept whole, and only those.
+func TestEventPacking(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		e    Event
+		wide bool
+	}{
+		{"alloc", Event{Addr: 0x7f3a_1c00_0000, Size: 20 << 20, TimeUS: 1795272266498364, Stack: 41, Stream: 3, Action: ActionAlloc}, false},
+		{"largest narrow", Event{Addr: 1<<48 - 1, Size: 1<<40 - 1, TimeUS: -1, Stack: 1<<24 - 1, Stream: 1<<12 - 1, Action: ActionOOM}, false},
+		{"no time, no stack", Event{Action: ActionSnapshot, Stack: NoStack}, false},
+		{"address past 48 bits", Event{Addr: 1 << 48, Size: 512, Action: ActionFreeCompleted}, true},
+		{"size of 1 TiB", Event{Addr: 4096, Size: 1 << 40, Action: ActionSegmentAlloc}, true},
+		{"stack past 24 bits", Event{Addr: 4096, Size: 512, Stack: 1 << 24, Action: ActionAlloc}, true},
+		{"stream past 12 bits", Event{Addr: 4096, Size: 512, Stream: 1 << 12, Action: ActionAlloc}, true},
+		{"unknown action", Event{Addr: 4096, Action: ActionUnknown}, false},
+	} {
+		var a eventArena
+		a.push(Event{Addr: 1, Size: 2, TimeUS: 3, Action: ActionAlloc}, Context{})
+		a.push(tc.e, Context{})
+		if got := a.at(1); got != tc.e {
+			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.e)
+		}
+		if wide := len(a.wide) == 1; wide != tc.wide {
+			t.Errorf("%s: kept whole %v, want %v", tc.name, wide, tc.wide)
+		}
+		if a.at(0) != (Event{Addr: 1, Size: 2, TimeUS: 3, Action: ActionAlloc}) {
+			t.Errorf("%s: the event before changed to %+v", tc.name, a.at(0))
+		}
 	}
 }
