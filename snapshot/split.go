@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -59,11 +60,12 @@ func frameOf(v pickle.Value) FrameID {
 
 // tailResult is what the tail goroutine hands back.
 type tailResult struct {
-	b    *builder
-	d    *pickle.Decoder
-	list pickle.Handle
-	end  int64
-	err  error
+	b           *builder
+	d           *pickle.Decoder
+	list        pickle.Handle
+	end         int64
+	err         error
+	foreignMemo []uint64 // head memo ids the tail's memo copies (checkMemo)
 }
 
 // ReadAt decodes the snapshot held in the first size bytes of r, raw or
@@ -93,8 +95,11 @@ func decodeSplit(r io.ReaderAt, size, from int64) (*Snapshot, bool, error) {
 			return
 		}
 		starts <- d.TailStart()
-		list, end, err := d.DecodeTail()
-		tails <- tailResult{b: b, d: d, list: list, end: end, err: err}
+		t := tailResult{b: b, d: d}
+		if t.list, t.end, t.err = d.DecodeTail(); t.err == nil {
+			t.err = t.checkMemo()
+		}
+		tails <- t
 	}()
 
 	b := newBuilder()
@@ -174,17 +179,33 @@ func (b *builder) canMerge(head *pickle.Decoder, t *tailResult) bool {
 			return false
 		}
 	}
-	return t.d.TailMemo(func(v pickle.Value) bool {
+	for _, id := range t.foreignMemo {
+		if _, ok := head.MemoValue(id); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// checkMemo checks, on the tail's goroutine, that every memo entry the tail
+// made is a value merge renumbers, and collects those that copy an entry
+// of the head's, for canMerge to look up.
+func (t *tailResult) checkMemo() error {
+	ok := t.d.TailMemo(func(v pickle.Value) bool {
 		switch v.Kind {
 		case pickle.KindNone, pickle.KindBool, pickle.KindInt, pickle.KindUint, pickle.KindFloat,
 			pickle.KindString, pickle.KindBytes, vFrame, vStack, vEvent, vEmpty:
 			return true
 		case pickle.KindForeign:
-			_, ok := head.MemoValue(v.N)
-			return ok
+			t.foreignMemo = append(t.foreignMemo, v.N)
+			return true
 		}
 		return false
 	})
+	if !ok {
+		return errors.New("the tail's memo holds a value the head cannot take")
+	}
+	return nil
 }
 
 // tailMaps renumber a tail's interned values into the head's.
@@ -229,10 +250,8 @@ func (b *builder) merge(head *pickle.Decoder, t *tailResult) *tailMaps {
 		sn.Unknown[k] += n
 	}
 	n := tb.events.n
-	b.events.appendArena(&tb.events, func(e Event) Event {
-		e.Stack, e.Stream = m.stack(e.Stack), m.streams[e.Stream]
-		return e
-	}, func(c Context) Context {
+	tb.events.renumber(m.stack, m.streams)
+	b.events.appendArena(&tb.events, func(c Context) Context {
 		return Context{CompileContext: m.strings[c.CompileContext], UserMetadata: m.strings[c.UserMetadata]}
 	})
 	h, _ := head.Top()

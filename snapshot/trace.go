@@ -129,27 +129,61 @@ func (a *eventArena) setContext(i int, c Context) {
 	a.ctx[k][i&(eventChunkLen-1)] = id
 }
 
-// appendArena moves the events of t (a tail decoded apart, split.go) to the
-// end of a, with tr renumbering them and ctx their contexts; t is left
-// empty. Where every context is the first one, t's chunks are reused in
-// place, each event moved once, so the merge needs no second copy of the
-// tail.
-func (a *eventArena) appendArena(t *eventArena, tr func(Event) Event, ctx func(Context) Context) {
+// renumber maps the stack and stream ids of a's events (a tail decoded
+// apart, split.go, whose ids are its own) through stackOf and streams. It
+// works on the packed words: 5 M events cost about 20 ms, against about
+// 200 ms to unpack, map and pack each.
+func (a *eventArena) renumber(stackOf func(StackID) StackID, streams []StreamID) {
+	for i := range a.wide {
+		e := &a.wide[i]
+		e.Stack, e.Stream = stackOf(e.Stack), streams[e.Stream]
+	}
+	const streamShift = packAddrBits + 4
+	for _, c := range a.chunks {
+		for j := range c {
+			p := &c[j]
+			if p.addr == packWideAddr {
+				continue
+			}
+			stack, stream := stackOf(StackID(p.size>>packSizeBits)), streams[p.addr>>streamShift]
+			if int(stack) >= packStacks || int(stream) >= packStreams {
+				e := a.unpack(p)
+				e.Stack, e.Stream = stack, stream
+				*p = a.packWide(e)
+				continue
+			}
+			p.size = p.size&(1<<packSizeBits-1) | uint64(stack)<<packSizeBits
+			p.addr = p.addr&(1<<streamShift-1) | uint64(stream)<<streamShift
+		}
+	}
+}
+
+// appendArena moves the events of t (a tail decoded apart and renumbered,
+// split.go) to the end of a, with ctx renumbering their contexts; t is
+// left empty. Where every context is the first one, t's chunks are reused
+// in place, each event moved once, so the merge needs no second copy of
+// the tail.
+func (a *eventArena) appendArena(t *eventArena, ctx func(Context) Context) {
 	if t.n == 0 {
 		return
 	}
 	if a.n == 0 || len(t.ctx) > 0 || ctx(t.contexts[0]) != a.contexts[0] {
 		for i := range t.n {
-			a.push(tr(t.at(i)), ctx(t.context(i)))
+			a.push(t.at(i), ctx(t.context(i)))
 		}
 		*t = eventArena{}
 		return
 	}
 	src := t.chunks
-	for _, c := range src {
-		for j := range c {
-			c[j] = a.pack(tr(t.unpack(&c[j])))
+	if len(t.wide) > 0 {
+		for _, c := range src {
+			for j := range c {
+				if c[j].addr == packWideAddr {
+					c[j].size += uint64(len(a.wide))
+				}
+			}
 		}
+		a.wide = append(a.wide, t.wide...)
 	}
 	// Fill a's last chunk, then shift t's events down by as many, chunk by
 	// chunk: a chunk takes the rest of its own events and the head of the

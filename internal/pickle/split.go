@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
+	"sync"
 )
 
 // Decoding one stream on two cores.
@@ -475,12 +477,8 @@ func (d *Decoder) Splice(t *Decoder, tr func(Value) Value, r io.Reader) error {
 		d.memo.sparse != nil || t.memo.sparse != nil || d.part != nil {
 		return errors.New("splice: the tail does not continue this decoder")
 	}
-	for id := p.base; id < t.memo.n; id++ {
-		s := t.memo.slot(id)
-		if len(d.memo.wide) >= payloadMask {
-			return errMemoFull
-		}
-		*s = d.memo.pack(tr(t.memo.unpack(*s)))
+	if err := d.adoptMemo(t, p.base, tr); err != nil {
+		return err
 	}
 	if c, k := p.base>>memoChunkBits, p.base&(memoChunkLen-1); k > 0 {
 		copy(t.memo.chunks[c][:k], d.memo.chunks[c][:k])
@@ -491,5 +489,41 @@ func (d *Decoder) Splice(t *Decoder, tr func(Value) Value, r io.Reader) error {
 	}
 	t.memo = memo{}
 	d.r, d.base, d.pos, d.end, d.eof = r, p.end, 0, 0, false
+	return nil
+}
+
+// adoptMemo maps the tail's memo entries from id base on through tr, in
+// place, on all cores: the 9.5 M entries of the bench file's tail took
+// 0.15 s on one. tr must be safe to call concurrently. Values that do not
+// pack (rare: records past 2**27) are stored afterwards, on this goroutine,
+// since they go to d's side table.
+func (d *Decoder) adoptMemo(t *Decoder, base uint64, tr func(Value) Value) error {
+	n := t.memo.n
+	parts := uint64(max(1, min(runtime.GOMAXPROCS(0), int((n-base)>>18))))
+	wide := make([][]uint64, parts)
+	var wg sync.WaitGroup
+	for k := range parts {
+		lo, hi := base+(n-base)*k/parts, base+(n-base)*(k+1)/parts
+		wg.Go(func() {
+			for id := lo; id < hi; id++ {
+				s := t.memo.slot(id)
+				if u, ok := packNarrow(tr(t.memo.unpack(*s))); ok {
+					*s = u
+				} else {
+					wide[k] = append(wide[k], id)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, ids := range wide {
+		for _, id := range ids {
+			if len(d.memo.wide) >= payloadMask {
+				return errMemoFull
+			}
+			s := t.memo.slot(id)
+			*s = d.memo.pack(tr(t.memo.unpack(*s)))
+		}
+	}
 	return nil
 }
