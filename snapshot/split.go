@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 
 	"github.com/vramscope/vramscope/internal/pickle"
 )
@@ -73,7 +74,8 @@ type tailResult struct {
 func ReadAt(r io.ReaderAt, size int64) (*Snapshot, error) {
 	magic := make([]byte, 4)
 	n, _ := r.ReadAt(magic, 0)
-	if size < splitMin || compressed(magic[:n]) {
+	// With one core the tail's walk would only add work.
+	if size < splitMin || compressed(magic[:n]) || runtime.GOMAXPROCS(0) < 2 {
 		return Read(io.NewSectionReader(r, 0, size))
 	}
 	sn, _, err := decodeSplit(r, size, int64(float64(size)*splitAt))
