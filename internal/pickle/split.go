@@ -92,7 +92,7 @@ func (d *Decoder) scan(from int64) (int64, error) {
 type walk struct {
 	top   Value // what the last opcode pushed, if topIs says so
 	topIs uint8
-	prev  byte // the last opcode but FRAME
+	prev  byte // the last opcode but FRAME and memo stores
 	done  bool // stopped at the split point
 }
 
@@ -312,9 +312,7 @@ func (d *Decoder) scanStep(w *walk, from int64) error {
 			id = uint64(binary.LittleEndian.Uint32(d.buf[d.pos:]))
 			d.pos += 4
 		}
-		if err := d.memoize(w, id); err != nil {
-			return err
-		}
+		return d.memoize(w, id) // the top stays, and so does prev
 	case opBinGet, opLongBinGet:
 		var id uint64
 		if op == opBinGet {
