@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -21,15 +22,7 @@ type fixture struct {
 
 func loadFixture(t *testing.T, path string) fixture {
 	t.Helper()
-	r, err := os.Open(filepath.Join("..", path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	sn, err := snapshot.Read(r)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	sn := testutil.Snapshot(t, filepath.Join("..", path))
 	tls, err := replay.Devices(sn)
 	if err != nil || len(tls) != 1 {
 		t.Fatalf("%s: %d timelines, %v", path, len(tls), err)

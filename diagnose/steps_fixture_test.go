@@ -1,11 +1,11 @@
 package diagnose
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vramscope/vramscope/internal/testutil"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -18,15 +18,7 @@ const scenarioDir = "testdata/scenarios/out"
 // replays its device 0.
 func stepsScenario(t *testing.T, rel string) (*snapshot.Snapshot, *replay.Timeline) {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sn, err := snapshot.Read(f)
-	if err != nil {
-		t.Fatalf("reading %s: %v", rel, err)
-	}
+	sn := testutil.Snapshot(t, filepath.Join("..", rel))
 	tl, err := replay.Device(sn, 0)
 	if err != nil {
 		t.Fatalf("replaying %s: %v", rel, err)
