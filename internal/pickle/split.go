@@ -161,19 +161,17 @@ loop:
 		case scanFrame:
 			pos += 9
 		case scanMemoize:
+			// scanStep stores it from the walk's top when the opcode before
+			// is not in this buffer, the value does not pack, or the chunk
+			// is full.
 			c := m.n >> memoChunkBits
-			if m.sparse != nil || m.n > payloadMask || c >= uint64(len(m.chunks)) || len(m.chunks[c]) == cap(m.chunks[c]) {
-				break loop // scanStep stores it
+			if last < 0 || m.sparse != nil || m.n > payloadMask || c >= uint64(len(m.chunks)) || len(m.chunks[c]) == cap(m.chunks[c]) {
+				break loop
 			}
-			u, ok := uint32(KindForeign)<<payloadBits|uint32(m.n), true
-			if last >= 0 {
-				if u, ok, err = d.packedAt(buf, last, m.n); err != nil || !ok {
-					break loop
-				}
-			} else if w.topIs != topOther {
-				if u, ok = d.packedTop(w); !ok {
-					break loop
-				}
+			u, ok, e := d.packedAt(buf, last, m.n)
+			if e != nil || !ok {
+				err = e
+				break loop
 			}
 			m.chunks[c] = append(m.chunks[c], u)
 			m.n++
@@ -187,17 +185,6 @@ loop:
 	}
 	d.pos = pos
 	return err
-}
-
-// packedTop packs the value the walk keeps as the top.
-func (d *Decoder) packedTop(w *walk) (uint32, bool) {
-	if w.topIs == topMemo {
-		if w.top.N >= d.memo.n {
-			return 0, false // memoize reports it
-		}
-		return *d.memo.slot(w.top.N), true
-	}
-	return packNarrow(w.top)
 }
 
 // packedAt returns what MEMOIZE stores as memo id after the opcode at
