@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -101,4 +102,30 @@ func FuzzSplit(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, from uint32) {
 		decodeBoth(t, data, int64(from))
 	})
+}
+
+// ReadAt reads what Read reads: compressed files and small raw ones through
+// Read itself.
+func TestReadAtMatchesRead(t *testing.T) {
+	for _, path := range []string{"testdata/format/train.pickle", "../testdata/scenarios/out/leak_closure/step3/server_rank0_pid561.pickle.gz"} {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Read(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadAt(bytes.NewReader(raw), int64(len(raw)))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		want.in.key, got.in.key = nil, nil
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: ReadAt and Read differ", path)
+		}
+	}
+	if _, err := ReadAt(bytes.NewReader([]byte{0x1f, 0x8b, 0, 0}), 4); err == nil || !strings.Contains(err.Error(), "gzip") {
+		t.Errorf("a broken gzip header gave %v, want Read's gzip error", err)
+	}
 }

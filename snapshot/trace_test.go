@@ -70,3 +70,61 @@ func TestEventPacking(t *testing.T) {
 		}
 	}
 }
+
+// A tail's arena joins the head's with every event renumbered and in place:
+// across chunk boundaries, with events kept whole in either arena, an event
+// that renumbering makes too wide to pack, and contexts that differ from
+// the head's (which take the event-by-event path).
+func TestAppendArena(t *testing.T) {
+	stackOf := func(s StackID) StackID {
+		if s == 7 {
+			return 1 << 24 // no longer packs
+		}
+		return s + 100
+	}
+	streams := []StreamID{5, 6}
+	for _, tc := range []struct {
+		name       string
+		head, tail int
+		tailCtx    Context
+	}{
+		{"head ends mid-chunk", eventChunkLen + 3, 2*eventChunkLen + 5, Context{}},
+		{"head ends on a chunk boundary", eventChunkLen, eventChunkLen + 1, Context{}},
+		{"tail fits the head's last chunk", 10, 20, Context{}},
+		{"other contexts", 10, eventChunkLen + 2, Context{CompileContext: 9}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			event := func(i int) Event {
+				e := Event{Addr: uint64(i) * 512, Size: 512, TimeUS: int64(i), Stack: StackID(i % 11), Stream: StreamID(i % 2), Action: ActionAlloc}
+				if i%1000 == 1 {
+					e.Size = 1 << 41 // kept whole
+				}
+				return e
+			}
+			var head, tail eventArena
+			for i := range tc.head {
+				head.push(event(i), Context{})
+			}
+			for i := range tc.tail {
+				tail.push(event(tc.head+i), tc.tailCtx)
+			}
+			tail.renumber(stackOf, streams)
+			head.appendArena(&tail, func(c Context) Context { return c })
+			if head.n != tc.head+tc.tail || tail.n != 0 {
+				t.Fatalf("arena holds %d events (tail %d), want %d", head.n, tail.n, tc.head+tc.tail)
+			}
+			for i := range head.n {
+				want := event(i)
+				if i >= tc.head {
+					want.Stack, want.Stream = stackOf(want.Stack), streams[want.Stream]
+				}
+				if got := head.at(i); got != want {
+					t.Fatalf("event %d: %+v, want %+v", i, got, want)
+				}
+				if c := head.context(i); i >= tc.head && c != tc.tailCtx || i < tc.head && c != (Context{}) {
+					t.Fatalf("event %d: context %+v", i, c)
+				}
+			}
+		})
+	}
+}
