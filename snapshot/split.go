@@ -5,26 +5,45 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/vramscope/vramscope/internal/pickle"
 )
 
 // Decoding a big file on two cores (internal/pickle/split.go has the VM's
 // side). A second goroutine walks the file to a batch of the trace list
-// past splitAt of its size and decodes the rest of that list into a builder
-// of its own (the tail), while this one decodes up to that batch (the head).
+// past a split point and decodes the rest of that list into a builder of
+// its own (the tail), while this one decodes up to that batch (the head).
 // The tail's records are then renumbered into the head's builder, and the
 // head goes on after the list. Whatever the tail could not do, the head does
 // alone, so the result is always the sequential one.
 const (
 	// splitMin is the smallest file worth a second goroutine.
 	splitMin = 32 << 20
-	// splitAt balances the halves: the tail first walks the head's bytes,
-	// which costs about 0.3 of decoding them (callgrind: 320 M against
-	// 1,044 M instructions for the first 29 MB of a grown bench file), so
-	// the head takes 1/1.7 of the file.
-	splitAt = 0.58
+	// headStep is how far the head decodes between two looks at whether
+	// the walk has chosen the split point.
+	headStep = 4 << 20
 )
+
+// balancedSplit is the split point that makes the head and the tail end
+// together, for a file of size bytes of which the head has read head bytes
+// while the walk, started at the same time, walked walked bytes. With the
+// head's decoding rate h, the walk's rate w and the tail decoding as fast
+// as the head, the head ends at s/h and the tail at s/w + (size-s)/h, so
+// s = size/(2 - h/w). The rates depend on the machine more than on the
+// file: the walk costs about 0.3 of decoding on one core (callgrind: 320 M
+// against 1,044 M instructions for the first 29 MB of a grown bench file),
+// but two cores that share a memory bus slow the walk more than the
+// decoder (measured on a 2-vCPU VM: h/w = 0.45, against the fixed 0.3 the
+// first version assumed, which left the head waiting 0.25 s of 1.8 s for
+// the tail).
+func balancedSplit(size, head, walked int64) int64 {
+	ratio := 0.0
+	if walked > 0 {
+		ratio = min(float64(head)/float64(walked), 0.9)
+	}
+	return int64(float64(size) / (2 - ratio))
+}
 
 // foreignTag marks a tail's frame ids that stand for a memo entry of the
 // head (pickle.KindForeign): the head's memo resolves them.
@@ -78,19 +97,26 @@ func ReadAt(r io.ReaderAt, size int64) (*Snapshot, error) {
 	if size < splitMin || compressed(magic[:n]) || runtime.GOMAXPROCS(0) < 2 {
 		return Read(io.NewSectionReader(r, 0, size))
 	}
-	sn, _, err := decodeSplit(r, size, int64(float64(size)*splitAt))
+	sn, _, err := decodeSplit(r, size, balancedSplit)
 	return sn, err
 }
 
 // decodeSplit decodes the raw pickle of size bytes in r with a tail that
-// starts at the first batch of a list at or after offset from, and reports
-// whether the tail's work was used.
-func decodeSplit(r io.ReaderAt, size, from int64) (*Snapshot, bool, error) {
+// starts at the first batch of a list at or after the offset point gives
+// (point(size, head, walked), as balancedSplit), and reports whether the
+// tail's work was used.
+func decodeSplit(r io.ReaderAt, size int64, point func(size, head, walked int64) int64) (*Snapshot, bool, error) {
+	headReader := &countingReader{r: io.NewSectionReader(r, 0, size)}
+	w := &walkProgress{moved: make(chan struct{}, 1)}
 	starts := make(chan int64, 1)
 	tails := make(chan tailResult, 1)
 	go func() {
 		b := newBuilder()
-		d, err := pickle.ScanTail(io.NewSectionReader(r, 0, size), b, pickle.DefaultLimits, from)
+		at := func(off int64) int64 {
+			w.set(off)
+			return point(size, headReader.n.Load(), off)
+		}
+		d, err := pickle.ScanTail(io.NewSectionReader(r, 0, size), b, pickle.DefaultLimits, at)
 		if err != nil {
 			starts <- -1
 			tails <- tailResult{err: err}
@@ -105,13 +131,13 @@ func decodeSplit(r io.ReaderAt, size, from int64) (*Snapshot, bool, error) {
 	}()
 
 	b := newBuilder()
-	dec := pickle.NewDecoder(io.NewSectionReader(r, 0, size), b, pickle.DefaultLimits)
-	// The walk reaches the split point long before the head does.
-	if _, err := dec.DecodeTo(from / 2); err != nil {
+	dec := pickle.NewDecoder(headReader, b, pickle.DefaultLimits)
+	start, err := decodeUntilStart(dec, w, starts)
+	if err != nil {
 		return nil, false, fmt.Errorf("decoding snapshot: %w", err)
 	}
 	merged := false
-	if start := <-starts; start >= 0 {
+	if start >= 0 {
 		at, err := dec.DecodeTo(start)
 		if err != nil {
 			return nil, false, fmt.Errorf("decoding snapshot: %w", err)
@@ -133,6 +159,63 @@ func decodeSplit(r io.ReaderAt, size, from int64) (*Snapshot, bool, error) {
 		return nil, false, fmt.Errorf("decoding snapshot: %w", err)
 	}
 	return b.sn, merged, nil
+}
+
+// decodeUntilStart decodes with the head, at most headStep bytes at a time,
+// until the walk sends where the tail starts (-1: nowhere), and returns
+// that. The head never passes the walk, whose split point lies ahead of
+// it: having caught up, it waits for the walk to move on.
+func decodeUntilStart(dec *pickle.Decoder, w *walkProgress, starts <-chan int64) (int64, error) {
+	for {
+		select {
+		case start := <-starts:
+			return start, nil
+		default:
+		}
+		off := dec.Offset()
+		target := min(off+headStep, w.off.Load())
+		if target <= off {
+			select {
+			case start := <-starts:
+				return start, nil
+			case <-w.moved:
+				continue
+			}
+		}
+		if _, err := dec.DecodeTo(target); err != nil {
+			return 0, err
+		}
+		if dec.Offset() < target { // the stream ended: nothing to split
+			return <-starts, nil
+		}
+	}
+}
+
+// walkProgress is how far the walk has come, for the head not to pass it.
+type walkProgress struct {
+	off   atomic.Int64
+	moved chan struct{} // signalled (without blocking) when off grows
+}
+
+func (w *walkProgress) set(off int64) {
+	w.off.Store(off)
+	select {
+	case w.moved <- struct{}{}:
+	default:
+	}
+}
+
+// countingReader counts the bytes read through it, for the walk on another
+// goroutine to see how far the head is.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // canMerge reports whether the tail t holds only what merge renumbers: trace

@@ -15,7 +15,7 @@ import (
 func decodeBoth(t testing.TB, raw []byte, from int64) bool {
 	t.Helper()
 	seq, seqErr := Decode(bytes.NewReader(raw))
-	sp, merged, spErr := decodeSplit(bytes.NewReader(raw), int64(len(raw)), from)
+	sp, merged, spErr := decodeSplit(bytes.NewReader(raw), int64(len(raw)), func(_, _, _ int64) int64 { return from })
 	if seqErr != nil || spErr != nil {
 		if seqErr == nil || spErr == nil || seqErr.Error() != spErr.Error() {
 			t.Fatalf("split at %d: error %v, sequential %v", from, spErr, seqErr)

@@ -40,11 +40,17 @@ type tail struct {
 	end   int64  // where the head resumes, once DecodeTail returned
 }
 
+// SplitPoint tells a walk where to stop: given the offset it has walked to,
+// the offset from which on the first batch of appends starts the tail. The
+// walk asks again after every refill of its buffer, so the answer may
+// change as it learns how fast the head goes.
+type SplitPoint func(walked int64) int64
+
 // ScanTail walks the stream r from its start to the first batch of appends
-// that starts at or after offset from, and returns a decoder that decodes
-// the tail from there (DecodeTail). Strings and numbers the walk memoizes go
-// to sink; nothing else is built.
-func ScanTail(r io.Reader, sink Sink, lim Limits, from int64) (*Decoder, error) {
+// that starts at or after the offset from says, and returns a decoder that
+// decodes the tail from there (DecodeTail). Strings and numbers the walk
+// memoizes go to sink; nothing else is built.
+func ScanTail(r io.Reader, sink Sink, lim Limits, from SplitPoint) (*Decoder, error) {
 	d := NewDecoder(r, sink, lim)
 	start, err := d.scan(from)
 	if err != nil {
@@ -57,7 +63,7 @@ func ScanTail(r io.Reader, sink Sink, lim Limits, from int64) (*Decoder, error) 
 // TailStart is the offset where the tail starts: the head decodes up to it.
 func (d *Decoder) TailStart() int64 { return d.part.start }
 
-// scan walks opcodes until a MARK at or after from that directly follows
+// scan walks opcodes until a MARK at or after point's offset that directly follows
 // an APPENDS: the list that APPENDS filled is then on top of the stack,
 // between two batches (the tail's own decoding and the caller's merge
 // check the rest). On the way it keeps the memo: the pickler memoizes an
@@ -65,13 +71,17 @@ func (d *Decoder) TailStart() int64 { return d.part.start }
 // previous opcode pushed, a copy of what a memo read pushed, or else a
 // KindForeign placeholder. It builds nothing and tracks no stack, which
 // makes it several times cheaper per opcode than decoding.
-func (d *Decoder) scan(from int64) (int64, error) {
+func (d *Decoder) scan(point SplitPoint) (int64, error) {
 	var w walk
+	from, asked := point(0), d.base
 	for {
 		if d.end-d.pos < 16 && !d.eof {
 			if err := d.fill(len(d.buf)); err != nil {
 				return 0, err
 			}
+		}
+		if d.base != asked {
+			from, asked = point(d.Offset()), d.base
 		}
 		if d.pos == d.end {
 			return 0, ErrNoSplit

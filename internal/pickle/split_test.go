@@ -51,12 +51,15 @@ func TestDecodeTo(t *testing.T) {
 	}
 }
 
+// at is the SplitPoint that is always off.
+func at(off int64) SplitPoint { return func(int64) int64 { return off } }
+
 // A tail starts at the first batch at or after its offset, decodes the
 // batches into a list of its own and ends where the list does.
 func TestScanTail(t *testing.T) {
 	raw, marks := batchedList(2500)
 	s := newTreeSink()
-	d, err := ScanTail(bytes.NewReader(raw), s, DefaultLimits, marks[0]+1)
+	d, err := ScanTail(bytes.NewReader(raw), s, DefaultLimits, at(marks[0]+1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +87,7 @@ func TestScanTail(t *testing.T) {
 		if name == "protocol 0" {
 			from = 0
 		}
-		if _, err := ScanTail(bytes.NewReader(raw), newTreeSink(), DefaultLimits, from); !errors.Is(err, ErrNoSplit) {
+		if _, err := ScanTail(bytes.NewReader(raw), newTreeSink(), DefaultLimits, at(from)); !errors.Is(err, ErrNoSplit) {
 			t.Errorf("%s: ScanTail gave %v, want ErrNoSplit", name, err)
 		}
 	}
