@@ -105,14 +105,15 @@ type replayer struct {
 	hasRequested bool    // free_requested is recorded (not in skip_actions)
 	hasCompleted bool    // free_completed is recorded
 
-	known    []knownSize // ascending index
-	layout   *layout
-	blocks   *addrMap[int32] // address of an active block -> allocation index
-	traced   segmentSet      // ranges reserved by events of the trace
-	poolOf   map[snapshot.PoolID]int
-	pools    []Sample // per pool index, running
-	caveats  caveatCounter
-	maxSplit uint64
+	known     []knownSize // ascending index
+	layout    *layout
+	blocks    *addrMap[blockRef] // address of an active block -> its allocation and size
+	wideSizes map[int32]uint64   // sizes refs cannot hold, by allocation index
+	traced    segmentSet         // ranges reserved by events of the trace
+	poolOf    map[snapshot.PoolID]int
+	pools     []Sample // per pool index, running
+	caveats   caveatCounter
+	maxSplit  uint64
 }
 
 func newReplayer(sn *snapshot.Snapshot, d int, tr snapshot.Trace) *replayer {
@@ -121,7 +122,7 @@ func newReplayer(sn *snapshot.Snapshot, d int, tr snapshot.Trace) *replayer {
 		tr:        tr,
 		t:         &Timeline{Device: d, Trace: tr, sn: sn, Pools: []snapshot.PoolID{{}}},
 		addrIndex: newAddrMap[int32](),
-		blocks:    newAddrMap[int32](),
+		blocks:    newAddrMap[blockRef](),
 		poolOf:    map[snapshot.PoolID]int{{}: 0},
 	}
 	r.maxSplit = math.MaxUint64 // max_split_size unset: every block may split
@@ -238,7 +239,7 @@ func (r *replayer) reconstruct() {
 	for i := range allocs {
 		a := &allocs[i]
 		pool := r.poolIndex(a.Pool)
-		r.blocks.set(a.Addr, r.t.add(a, pool))
+		r.blocks.set(a.Addr, r.newBlockRef(r.t.add(a, pool), a.Size))
 		p := &r.pools[pool]
 		p.Active += int64(a.Size)
 		if a.Free != BeforeRecording {

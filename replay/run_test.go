@@ -1,0 +1,101 @@
+package replay
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// inconsistentTrace holds what a trace that does not match its allocator
+// brings: an alloc at an address still active (its free was not recorded),
+// an alloc outside every segment, and a second free of a block; and a block
+// whose size is not whole 512-byte units (it takes the segment's end).
+func inconsistentTrace(reps int) *snapshot.Snapshot {
+	var evs []snapshot.Event
+	for range reps {
+		evs = append(evs,
+			snapshot.Event{Action: alloc, Addr: a0, Size: 2 * mib, Stack: 1},
+			snapshot.Event{Action: alloc, Addr: a0, Size: 4 * mib, Stack: 2},
+			ev(alloc, b0, mib),
+			ev(alloc, a0+4*mib, 15*mib+mib/2),
+		)
+		evs = append(evs, free(a0, 4*mib)...)
+		evs = append(evs, free(b0, mib)...)
+		evs = append(evs, free(a0+4*mib, 15*mib+mib/2)...)
+		evs = append(evs, ev(freeDone, a0, 4*mib))
+	}
+	return build([]seg{{addr: a0, size: 20*mib - 100, blocks: []blk{{20*mib - 100, 0, inactive}}}}, evs)
+}
+
+// The replay keeps going through an inconsistent trace: the alloc at an
+// active address ends the block there, the alloc outside the segments and
+// the free of no block are counted, and the series follow.
+func TestReplayInconsistentTrace(t *testing.T) {
+	tl, err := Device(inconsistentTrace(1), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := 16*mib - 100 // the rest of the segment: its remainder is too small to split off
+	want := []Allocation{
+		{Addr: a0, Size: 2 * mib, Requested: 2 * mib, Start: 0, Free: 1, End: 1, Stack: 1, Origin: Traced},
+		{Addr: a0, Size: 4 * mib, Requested: 4 * mib, Start: 1, Free: 4, End: 5, Stack: 2, Origin: Traced},
+		{Addr: b0, Size: mib, Requested: mib, Start: 2, Free: 6, End: 7, Origin: Traced},
+		{Addr: a0 + 4*mib, Size: rest, Requested: 15*mib + mib/2, Start: 3, Free: 8, End: 9, Origin: Traced},
+	}
+	if n := tl.NumAllocations(); n != len(want) {
+		t.Fatalf("%d allocations, want %d", n, len(want))
+	}
+	for k, w := range want {
+		if got := tl.Allocation(k); got != w {
+			t.Errorf("Allocation(%d) = %+v, want %+v", k, got, w)
+		}
+	}
+	wantAllocated := []uint64{2 * mib, 4 * mib, 5 * mib, 5*mib + rest, mib + rest, mib + rest, rest, rest, 0, 0, 0}
+	for i, w := range wantAllocated {
+		if got := tl.Value(Allocated, i); got != int64(w) {
+			t.Errorf("allocated after event %d = %d, want %d", i, got, w)
+		}
+	}
+	// Repeated, the pattern finds the same layout each time: the block of
+	// odd size went back whole.
+	for _, reps := range []int{1, 3} {
+		tl, err := Device(inconsistentTrace(reps), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[CaveatKind]int{}
+		for _, c := range tl.Caveats {
+			got[c.Kind] = c.Count
+		}
+		if got[LayoutConflict] != 2*reps || got[UnknownAddress] != reps || len(got) != 2 {
+			t.Errorf("%d reps: caveats %v, want %d layout conflicts and %d unknown addresses", reps, tl.Caveats, 2*reps, reps)
+		}
+	}
+}
+
+// The placer's batches change nothing: the timeline is the same whatever
+// their length, with rare allocs at every position of a batch.
+func TestReplayBatches(t *testing.T) {
+	defer func(n int) { placedBatchLen = n }(placedBatchLen)
+	for name, sn := range map[string]*snapshot.Snapshot{
+		"inconsistent": inconsistentTrace(50),
+		"steps":        stepTrace(20000),
+	} {
+		want, err := Device(sn, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{1, 2, 3, 7, 1000} {
+			placedBatchLen = n
+			got, err := Device(sn, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: batches of %d events give another timeline", name, n)
+			}
+		}
+		placedBatchLen = 1 << 14
+	}
+}
