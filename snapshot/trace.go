@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"iter"
+	"slices"
 
 	"github.com/vramscope/vramscope/internal/hugepage"
 )
@@ -49,6 +50,15 @@ type eventArena struct {
 	contexts []Context
 	ctxIndex map[Context]uint32
 	ctx      [][]uint32
+	// others lists, in order, the indices of the events that are not
+	// block events (Trace.Others).
+	others []int
+}
+
+// isBlockEvent reports whether a is an alloc or a free: the actions of
+// nearly every event of a trace.
+func isBlockEvent(a Action) bool {
+	return a == ActionAlloc || a == ActionFreeRequested || a == ActionFreeCompleted
 }
 
 // pack packs e, keeping it in a.wide if it does not fit.
@@ -99,6 +109,9 @@ func (a *eventArena) push(e Event, c Context) int {
 		a.chunks = append(a.chunks, ch)
 	}
 	a.chunks[k] = append(a.chunks[k], a.pack(e))
+	if !isBlockEvent(e.Action) {
+		a.others = append(a.others, i)
+	}
 	a.n++
 	if len(a.contexts) == 0 || c != a.contexts[0] {
 		a.setContext(i, c)
@@ -185,6 +198,9 @@ func (a *eventArena) appendArena(t *eventArena, ctx func(Context) Context) {
 		}
 		a.wide = append(a.wide, t.wide...)
 	}
+	for _, i := range t.others {
+		a.others = append(a.others, a.n+i)
+	}
 	// Fill a's last chunk, then shift t's events down by as many, chunk by
 	// chunk: a chunk takes the rest of its own events and the head of the
 	// next one's.
@@ -267,6 +283,26 @@ func (t Trace) Context(i int) Context {
 		panic("snapshot: trace index out of range")
 	}
 	return t.arena.context(t.off + i)
+}
+
+// Others iterates in order over the events that are not block events
+// (alloc, free_requested, free_completed): segment events, snapshot()
+// calls, OOMs, annotations, unknown actions. A trace of millions of events
+// has a few of them, which this finds without reading the rest (a pass
+// over the 11.4 M events of the 996 MB bench file costs about 0.1 s).
+func (t Trace) Others() iter.Seq2[int, Event] {
+	return func(yield func(int, Event) bool) {
+		if t.n == 0 {
+			return
+		}
+		others := t.arena.others
+		start, _ := slices.BinarySearch(others, t.off)
+		for _, k := range others[start:] {
+			if k >= t.off+t.n || !yield(k-t.off, t.arena.at(k)) {
+				return
+			}
+		}
+	}
 }
 
 // All iterates over the events in order.

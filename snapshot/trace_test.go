@@ -1,6 +1,9 @@
 package snapshot
 
 import (
+	"bytes"
+	"path/filepath"
+	"slices"
 	"testing"
 	"unsafe"
 )
@@ -99,6 +102,9 @@ func TestAppendArena(t *testing.T) {
 				if i%1000 == 1 {
 					e.Size = 1 << 41 // kept whole
 				}
+				if i%997 == 3 {
+					e.Action = ActionSegmentAlloc // one of Others
+				}
 				return e
 			}
 			var head, tail eventArena
@@ -125,6 +131,80 @@ func TestAppendArena(t *testing.T) {
 					t.Fatalf("event %d: context %+v", i, c)
 				}
 			}
+			var others []int
+			for i := range head.n {
+				if i%997 == 3 {
+					others = append(others, i)
+				}
+			}
+			if !slices.Equal(head.others, others) {
+				t.Errorf("others %v, want %v", head.others, others)
+			}
 		})
+	}
+}
+
+// Others finds in each device's trace exactly the events a pass over all
+// of them finds, on every format fixture.
+func TestTraceOthers(t *testing.T) {
+	paths, _ := filepath.Glob("testdata/format/*.pickle")
+	if len(paths) == 0 {
+		t.Fatal("no fixtures")
+	}
+	found := 0
+	for _, path := range paths {
+		sn, err := Read(bytes.NewReader(readRaw(t, path)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d, tr := range sn.Traces {
+			var want, got []int
+			for i, e := range tr.All() {
+				if !isBlockEvent(e.Action) {
+					want = append(want, i)
+				}
+			}
+			for i, e := range tr.Others() {
+				if e != tr.At(i) {
+					t.Fatalf("%s device %d: event %d is %+v, At says %+v", path, d, i, e, tr.At(i))
+				}
+				got = append(got, i)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s device %d: Others gave %v, want %v", path, d, got, want)
+			}
+			found += len(got)
+		}
+	}
+	if found == 0 {
+		t.Error("no fixture has a segment event, snapshot() or OOM")
+	}
+
+	// Two devices' traces share one arena: each finds its own, numbered
+	// from its start.
+	var a eventArena
+	for i := range 10 {
+		e := Event{Addr: uint64(i), Action: ActionAlloc}
+		if i == 2 || i == 5 || i == 7 {
+			e.Action = ActionSegmentAlloc
+		}
+		a.push(e, Context{})
+	}
+	for _, tc := range []struct {
+		tr   Trace
+		want []int
+	}{
+		{Trace{arena: &a, off: 0, n: 4}, []int{2}},
+		{Trace{arena: &a, off: 4, n: 6}, []int{1, 3}},
+		{Trace{arena: &a, off: 3, n: 2}, nil},
+		{Trace{}, nil},
+	} {
+		var got []int
+		for i := range tc.tr.Others() {
+			got = append(got, i)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("trace at %d of %d events: Others gave %v, want %v", tc.tr.off, tc.tr.n, got, tc.want)
+		}
 	}
 }
