@@ -151,7 +151,7 @@ func (dd *deviceDigest) addSegment(sn *snapshot.Snapshot, seg *snapshot.Segment,
 // an expandable segment). Ranges released later in the trace are dropped.
 func (dd *deviceDigest) attributeChunks(tr snapshot.Trace, res *siteResolver) {
 	live := map[block]snapshot.StackID{}
-	for _, e := range tr.All() {
+	for _, e := range tr.Others() {
 		b := block{e.Addr, e.Size}
 		switch e.Action {
 		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:

@@ -1,8 +1,6 @@
 package diagnose
 
 import (
-	"sync"
-
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
@@ -23,17 +21,11 @@ type DeviceReport struct {
 
 // Explain runs every analysis of this package on one device's timeline.
 func Explain(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) (*DeviceReport, error) {
-	// Finding the oom events reads every event, while Peak and Frag read
-	// the allocations: on two cores the search takes no extra wall time.
-	var ooms []int
-	var wg sync.WaitGroup
-	wg.Go(func() { ooms = oomEvents(tl.Trace) })
 	r, err := explainPeak(sn, tl, f)
-	wg.Wait()
 	if err != nil {
 		return nil, err
 	}
-	if r.OOMs, err = explainOOMs(sn, tl, f, ooms); err != nil {
+	if r.OOMs, err = explainOOMs(sn, tl, f, oomEvents(tl.Trace)); err != nil {
 		return nil, err
 	}
 	for _, o := range r.OOMs {

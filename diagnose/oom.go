@@ -82,11 +82,10 @@ func OOMs(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) ([]*OO
 	return explainOOMs(sn, tl, f, oomEvents(tl.Trace))
 }
 
-// oomEvents returns the indices of tr's oom events. It reads every event,
-// the cost of OOMs on a long trace, so Explain runs it beside the rest.
+// oomEvents returns the indices of tr's oom events.
 func oomEvents(tr snapshot.Trace) []int {
 	var out []int
-	for i, e := range tr.All() {
+	for i, e := range tr.Others() {
 		if e.Action == snapshot.ActionOOM {
 			out = append(out, i)
 		}

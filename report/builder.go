@@ -201,7 +201,7 @@ func frameLabel(f *diagnose.Frame) string {
 // ooms lists the OOM events of tl's trace.
 func ooms(tl *replay.Timeline) []int {
 	var out []int
-	for i, e := range tl.Trace.All() {
+	for i, e := range tl.Trace.Others() {
 		if e.Action == snapshot.ActionOOM {
 			out = append(out, i)
 		}

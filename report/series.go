@@ -76,7 +76,7 @@ func (b *Builder) markers(sn *snapshot.Snapshot, tl *replay.Timeline, s Series) 
 	mark("step", starts, func(k int) string { return steps[k].Label })
 
 	var snaps, oomEvents []int
-	for i, e := range tr.All() {
+	for i, e := range tr.Others() {
 		switch e.Action {
 		case snapshot.ActionSnapshot:
 			snaps = append(snaps, i)

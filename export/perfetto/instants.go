@@ -36,7 +36,7 @@ func (pw *processWriter) instants(t *replay.Timeline, unpaired []snapshot.Annota
 		}
 		pw.ew.emit(&event{Name: name, Ph: "i", TS: ts, PID: pw.pid, TID: tid, S: "t", Args: args})
 	}
-	for i, e := range t.Trace.All() {
+	for i, e := range t.Trace.Others() {
 		switch e.Action {
 		case snapshot.ActionOOM:
 			emit("oom", pw.clk.at(t, i), oomArgs{Requested: e.Size, DeviceFree: e.Addr, Stack: pw.stackSummary(e.Stack)})
