@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -99,11 +100,11 @@ type replayer struct {
 	finalBlocks []finalBlock
 
 	// From the scan.
-	addrIndex    *addrMap[int32]
-	history      []addrHistory
-	counts       [16]int // events per action
-	hasRequested bool    // free_requested is recorded (not in skip_actions)
-	hasCompleted bool    // free_completed is recorded
+	addrIndex    *addrMap[int32] // block address -> index in history
+	history      []addrHistory   // in the order of their first events
+	counts       [16]int         // events per action
+	hasRequested bool            // free_requested is recorded (not in skip_actions)
+	hasCompleted bool            // free_completed is recorded
 
 	known     []knownSize // ascending index
 	layout    *layout
@@ -173,30 +174,100 @@ func (r *replayer) poolIndex(p snapshot.PoolID) int {
 }
 
 // scan is step 1: per-address first and last block events, segment events.
+// A long trace is scanned in two halves at once.
 func (r *replayer) scan() {
-	for i, e := range r.tr.All() {
+	n := r.tr.Len()
+	mid := n
+	if n >= parallelScanMin {
+		mid = n / 2
+	}
+	first := newAddrScan()
+	if mid < n {
+		second := newAddrScan()
+		var wg sync.WaitGroup
+		wg.Go(func() { second.run(r.tr, mid, n) })
+		first.run(r.tr, 0, mid)
+		wg.Wait()
+		first.merge(second)
+	} else {
+		first.run(r.tr, 0, n)
+	}
+	r.addrIndex, r.history, r.counts = first.index, first.history, first.counts
+	for i, e := range r.tr.Others() {
 		r.counts[e.Action&15]++
 		switch e.Action {
-		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted:
-			k, ok := r.addrIndex.get(e.Addr)
-			if !ok {
-				k = int32(len(r.history))
-				r.addrIndex.set(e.Addr, k)
-				r.history = append(r.history, addrHistory{first: int32(i), lastAlloc: -1})
-			}
-			h := &r.history[k]
-			switch {
-			case e.Action == snapshot.ActionAlloc:
-				h.lastAlloc, h.lastFree = int32(i), 0
-			case e.Action == snapshot.ActionFreeCompleted || h.lastFree == 0:
-				h.lastFree = e.Action
-			}
 		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
 			r.t.segEvents = append(r.t.segEvents, int32(i))
 		}
 	}
 	r.hasRequested = r.counts[snapshot.ActionFreeRequested] > 0
 	r.hasCompleted = r.counts[snapshot.ActionFreeCompleted] > 0
+}
+
+// parallelScanMin is the shortest trace scanned in two halves: on the
+// 11.4 M events of the 996 MB bench file the scan took 0.21 s on one core.
+const parallelScanMin = 1 << 16
+
+// addrScan is the scan of a range of events: the history of each block
+// address, and the number of block events per action.
+type addrScan struct {
+	index   *addrMap[int32] // address -> index in history
+	history []addrHistory
+	addrs   []uint64 // history's addresses
+	counts  [16]int
+}
+
+func newAddrScan() *addrScan { return &addrScan{index: newAddrMap[int32]()} }
+
+// run scans the block events lo..hi-1 of tr.
+func (s *addrScan) run(tr snapshot.Trace, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		e := tr.At(i)
+		switch e.Action {
+		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted:
+			s.counts[e.Action]++
+			k, ok := s.index.get(e.Addr)
+			if !ok {
+				k = int32(len(s.history))
+				s.index.set(e.Addr, k)
+				s.history = append(s.history, addrHistory{first: int32(i), lastAlloc: -1})
+				s.addrs = append(s.addrs, e.Addr)
+			}
+			h := &s.history[k]
+			switch {
+			case e.Action == snapshot.ActionAlloc:
+				h.lastAlloc, h.lastFree = int32(i), 0
+			case e.Action == snapshot.ActionFreeCompleted || h.lastFree == 0:
+				h.lastFree = e.Action
+			}
+		}
+	}
+}
+
+// merge adds the scan of the events that follow s's, keeping histories in
+// the order of their first events.
+func (s *addrScan) merge(next *addrScan) {
+	for k, addr := range next.addrs {
+		h := next.history[k]
+		j, ok := s.index.get(addr)
+		if !ok {
+			s.index.set(addr, int32(len(s.history)))
+			s.history = append(s.history, h)
+			s.addrs = append(s.addrs, addr)
+			continue
+		}
+		prev := &s.history[j]
+		if h.lastAlloc >= 0 {
+			prev.lastAlloc, prev.lastFree = h.lastAlloc, h.lastFree
+		} else {
+			// The strongest free after the last alloc: completed
+			// (ActionFreeCompleted) over requested over none (0).
+			prev.lastFree = max(prev.lastFree, h.lastFree)
+		}
+	}
+	for a, n := range next.counts {
+		s.counts[a] += n
+	}
 }
 
 // openAtEnd reports whether the block of h's last alloc is still active at

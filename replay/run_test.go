@@ -99,3 +99,53 @@ func TestReplayBatches(t *testing.T) {
 		placedBatchLen = 1 << 14
 	}
 }
+
+// A scan in two halves merges into the scan of the whole, wherever the
+// trace is cut: the same histories in the same order, the same counts.
+func TestScanHalves(t *testing.T) {
+	a, b, c, d := a0, a0+mib, a0+2*mib, a0+3*mib
+	tr := snapshot.NewTrace(events(
+		ev(freeDone, c, 512), // freed before any alloc
+		ev(alloc, a, mib),
+		ev(freeReq, b, 512),
+		ev(freeReq, a, mib),
+		ev(segAlloc, d, 2*mib),
+		ev(freeDone, a, mib),
+		ev(alloc, a, mib),
+		ev(freeDone, c, 512),
+		ev(alloc, b, 512),
+		ev(freeReq, c, 512),
+		ev(freeReq, a, mib),
+		ev(alloc, d, 512),
+		ev(freeDone, b, 512),
+		ev(freeReq, b, 512),
+	), nil)
+	whole := newAddrScan()
+	whole.run(tr, 0, tr.Len())
+	for mid := range tr.Len() + 1 {
+		first, second := newAddrScan(), newAddrScan()
+		first.run(tr, 0, mid)
+		second.run(tr, mid, tr.Len())
+		first.merge(second)
+		if !reflect.DeepEqual(first.history, whole.history) || !reflect.DeepEqual(first.addrs, whole.addrs) || first.counts != whole.counts {
+			t.Errorf("cut at %d: %+v %v, want %+v %v", mid, first.history, first.counts, whole.history, whole.counts)
+		}
+		for k, addr := range whole.addrs {
+			if j, ok := first.index.get(addr); !ok || int(j) != k {
+				t.Errorf("cut at %d: address %#x at %d, want %d", mid, addr, j, k)
+			}
+		}
+	}
+	// The whole scan itself: c's last free is the completed one, b's after
+	// its alloc is the completed one though a request follows, a's last
+	// alloc is only requested.
+	want := []addrHistory{
+		{first: 0, lastAlloc: -1, lastFree: freeDone},
+		{first: 1, lastAlloc: 6, lastFree: freeReq},
+		{first: 2, lastAlloc: 8, lastFree: freeDone},
+		{first: 11, lastAlloc: 11},
+	}
+	if !reflect.DeepEqual(whole.history, want) {
+		t.Errorf("histories %+v, want %+v", whole.history, want)
+	}
+}
