@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,18 +15,25 @@ import (
 // the split decode used its tail.
 func decodeBoth(t testing.TB, raw []byte, from int64) bool {
 	t.Helper()
+	return decodeBothAt(t, raw, fmt.Sprint(from), func(_, _, _ int64) int64 { return from })
+}
+
+// decodeBothAt is decodeBoth with the split point that point says, named
+// where for messages.
+func decodeBothAt(t testing.TB, raw []byte, where string, point func(size, head, walked int64) int64) bool {
+	t.Helper()
 	seq, seqErr := Decode(bytes.NewReader(raw))
-	sp, merged, spErr := decodeSplit(bytes.NewReader(raw), int64(len(raw)), func(_, _, _ int64) int64 { return from })
+	sp, merged, spErr := decodeSplit(bytes.NewReader(raw), int64(len(raw)), point)
 	if seqErr != nil || spErr != nil {
 		if seqErr == nil || spErr == nil || seqErr.Error() != spErr.Error() {
-			t.Fatalf("split at %d: error %v, sequential %v", from, spErr, seqErr)
+			t.Fatalf("split at %s: error %v, sequential %v", where, spErr, seqErr)
 		}
 		return merged
 	}
 	seq.in.key, sp.in.key = nil, nil // interning scratch
 	if !reflect.DeepEqual(seq, sp) {
-		t.Fatalf("split at %d (tail used: %v): snapshot differs from the sequential one: %d/%d strings, %d/%d frames, %d/%d stacks, %d/%d events",
-			from, merged, len(sp.strings), len(seq.strings), len(sp.Frames), len(seq.Frames),
+		t.Fatalf("split at %s (tail used: %v): snapshot differs from the sequential one: %d/%d strings, %d/%d frames, %d/%d stacks, %d/%d events",
+			where, merged, len(sp.strings), len(seq.strings), len(sp.Frames), len(seq.Frames),
 			sp.NumStacks(), seq.NumStacks(), sp.events(), seq.events())
 	}
 	return merged
@@ -55,6 +63,10 @@ func TestSplitMatchesSequential(t *testing.T) {
 			if !decodeBoth(t, raw, int64(f*float64(len(raw)))) {
 				t.Errorf("%s split at %.2f: the tail was not used", path, f)
 			}
+		}
+		// As ReadAt splits: where the two goroutines' pace says.
+		if !decodeBothAt(t, raw, "the balanced point", balancedSplit) {
+			t.Errorf("%s split at the balanced point: the tail was not used", path)
 		}
 	}
 	if len(paths) < 5 {
@@ -127,5 +139,24 @@ func TestReadAtMatchesRead(t *testing.T) {
 	}
 	if _, err := ReadAt(bytes.NewReader([]byte{0x1f, 0x8b, 0, 0}), 4); err == nil || !strings.Contains(err.Error(), "gzip") {
 		t.Errorf("a broken gzip header gave %v, want Read's gzip error", err)
+	}
+}
+
+// The split point ends head and tail together: half the file when the
+// walk is infinitely faster than decoding, later the slower the walk, at
+// most 1/1.1 of the file however slow it seems.
+func TestBalancedSplit(t *testing.T) {
+	for _, tc := range []struct {
+		head, walked, want int64
+	}{
+		{0, 0, 500},
+		{0, 400, 500},
+		{450, 1000, 645},  // h/w = 0.45: 1000/1.55
+		{300, 1000, 588},  // h/w = 0.3: 1000/1.7
+		{2000, 1000, 909}, // clamped to h/w = 0.9
+	} {
+		if got := balancedSplit(1000, tc.head, tc.walked); got != tc.want {
+			t.Errorf("head %d, walked %d: split at %d, want %d", tc.head, tc.walked, got, tc.want)
+		}
 	}
 }

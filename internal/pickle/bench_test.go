@@ -2,6 +2,10 @@ package pickle
 
 import (
 	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"os"
 	"testing"
 )
 
@@ -36,4 +40,30 @@ func BenchmarkMemoReads(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(batches*1000), "ns/op-code")
+}
+
+// BenchmarkWalk walks the GPU-made bench seed (26 MB, 330 k trace entries)
+// to its end, as ScanTail does before a tail starts: the cost the second
+// core pays for each byte of the head.
+func BenchmarkWalk(b *testing.B) {
+	f, err := os.Open("../../testdata/scenarios/out/bench_source/bench_source.pickle.gz")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	end := func(int64) int64 { return int64(len(raw)) }
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if _, err := ScanTail(bytes.NewReader(raw), nopSink{}, DefaultLimits, end); !errors.Is(err, ErrNoSplit) {
+			b.Fatalf("walk ended with %v, want ErrNoSplit at the end", err)
+		}
+	}
 }
