@@ -487,7 +487,7 @@ func (d *Decoder) fast() error {
 				id = uint64(binary.LittleEndian.Uint32(buf[pos+1:]))
 				n = 5
 			}
-			if id >= m.n {
+			if id >= m.direct {
 				goto out
 			}
 			u := m.chunks[id>>memoChunkBits][id&(memoChunkLen-1)]
@@ -500,7 +500,7 @@ func (d *Decoder) fast() error {
 		case fcMemoize:
 			top := len(stack) - 1
 			if top < 0 || stack[top].Kind == KindRef || stack[top].N > payloadMask ||
-				m.sparse != nil || (len(d.marks) > 0 && top < d.marks[len(d.marks)-1]) {
+				m.sparse != nil || m.tail != nil || (len(d.marks) > 0 && top < d.marks[len(d.marks)-1]) {
 				goto out
 			}
 			pk, ok := packedKind(stack[top].Kind)
@@ -519,6 +519,7 @@ func (d *Decoder) fast() error {
 			}
 			m.chunks[c] = append(m.chunks[c], pk<<payloadBits|uint32(stack[top].N))
 			m.n++
+			m.direct = m.n
 			pos++
 		case fcBinInt1:
 			stack = append(stack, Value{Kind: KindInt, N: uint64(buf[pos+1])})

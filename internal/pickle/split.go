@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"runtime"
-	"sync"
 )
 
 // Decoding one stream on two cores.
@@ -185,6 +183,7 @@ loop:
 			}
 			m.chunks[c] = append(m.chunks[c], u)
 			m.n++
+			m.direct = m.n
 			pos++
 		}
 	}
@@ -462,18 +461,16 @@ func (d *Decoder) TailMemo(ok func(Value) bool) bool {
 
 // Splice takes over the work of tail t, which started where d stopped
 // (DecodeTo(t.TailStart())) and whose records the caller has merged into
-// d's sink: it adopts the memo entries t made, mapped by tr into d's sink's
-// values (TailMemo has checked them), and goes on reading r, positioned at
-// t's end. The memo's chunks are taken over, not copied: the tail's chunk
-// that holds the split gets the head's entries below it.
+// d's sink: it adopts the memo entries t made, which tr maps into d's
+// sink's values when d reads them (TailMemo has checked them; tr must stay
+// valid while d runs), and goes on reading r, positioned at t's end. The
+// memo's chunks are taken over, not copied: the tail's chunk that holds the
+// split gets the head's entries below it.
 func (d *Decoder) Splice(t *Decoder, tr func(Value) Value, r io.Reader) error {
 	p := t.part
 	if p == nil || p.end == 0 || d.Offset() != p.start || d.memo.len() != p.base ||
 		d.memo.sparse != nil || t.memo.sparse != nil || d.part != nil {
 		return errors.New("splice: the tail does not continue this decoder")
-	}
-	if err := d.adoptMemo(t, p.base, tr); err != nil {
-		return err
 	}
 	if c, k := p.base>>memoChunkBits, p.base&(memoChunkLen-1); k > 0 {
 		copy(t.memo.chunks[c][:k], d.memo.chunks[c][:k])
@@ -481,44 +478,9 @@ func (d *Decoder) Splice(t *Decoder, tr func(Value) Value, r io.Reader) error {
 	if t.memo.n > p.base {
 		d.memo.chunks = append(d.memo.chunks[:p.base>>memoChunkBits], t.memo.chunks[p.base>>memoChunkBits:]...)
 		d.memo.n = t.memo.n
+		d.memo.tail = &tailMemo{lo: p.base, hi: t.memo.n, wide: t.memo.wide, tr: tr}
 	}
 	t.memo = memo{}
 	d.r, d.base, d.pos, d.end, d.eof = r, p.end, 0, 0, false
-	return nil
-}
-
-// adoptMemo maps the tail's memo entries from id base on through tr, in
-// place, on all cores: the 9.5 M entries of the bench file's tail took
-// 0.15 s on one. tr must be safe to call concurrently. Values that do not
-// pack (rare: records past 2**27) are stored afterwards, on this goroutine,
-// since they go to d's side table.
-func (d *Decoder) adoptMemo(t *Decoder, base uint64, tr func(Value) Value) error {
-	n := t.memo.n
-	parts := uint64(max(1, min(runtime.GOMAXPROCS(0), int((n-base)>>18))))
-	wide := make([][]uint64, parts)
-	var wg sync.WaitGroup
-	for k := range parts {
-		lo, hi := base+(n-base)*k/parts, base+(n-base)*(k+1)/parts
-		wg.Go(func() {
-			for id := lo; id < hi; id++ {
-				s := t.memo.slot(id)
-				if u, ok := packNarrow(tr(t.memo.unpack(*s))); ok {
-					*s = u
-				} else {
-					wide[k] = append(wide[k], id)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for _, ids := range wide {
-		for _, id := range ids {
-			if len(d.memo.wide) >= payloadMask {
-				return errMemoFull
-			}
-			s := t.memo.slot(id)
-			*s = d.memo.pack(tr(t.memo.unpack(*s)))
-		}
-	}
 	return nil
 }

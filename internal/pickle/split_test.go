@@ -2,7 +2,9 @@ package pickle
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -89,6 +91,75 @@ func TestScanTail(t *testing.T) {
 		}
 		if _, err := ScanTail(bytes.NewReader(raw), newTreeSink(), DefaultLimits, at(from)); !errors.Is(err, ErrNoSplit) {
 			t.Errorf("%s: ScanTail gave %v, want ErrNoSplit", name, err)
+		}
+	}
+}
+
+// After a splice the head reads the tail's memo entries mapped into its
+// own values, lazily, and a store into their range first maps them all.
+func TestSpliceMemo(t *testing.T) {
+	b := []byte{opProto, 4, opEmptyList, opMemoize} // the list is id 0, item j is id j+1
+	var marks []int64
+	for i := 0; i < 3000; i += 1000 {
+		marks = append(marks, int64(len(b)))
+		b = append(b, opMark)
+		for j := i; j < i+1000; j++ {
+			s := fmt.Sprintf("s%d", j)
+			b = append(append(append(b, opShortBinUnicode, byte(len(s))), s...), opMemoize)
+		}
+		b = append(b, opAppends)
+	}
+	get := func(item int) []byte { return binary.LittleEndian.AppendUint32([]byte{opLongBinGet}, uint32(item+1)) }
+	b = append(b, get(1500)...) // not a MARK: the tail ends at the list's end
+	b = append(b, opMark)
+	b = append(b, get(10)...)
+	b = append(b, get(2999)...)
+	b = append(b, opShortBinUnicode, 3, 'n', 'e', 'w')
+	b = append(binary.LittleEndian.AppendUint32(append(b, opLongBinPut), 2000+1), opPop)
+	b = append(b, get(2000)...)
+	b = append(b, get(2100)...)
+	b = append(b, opTuple, opTuple3, opStop)
+
+	head, tail := newTreeSink(), newTreeSink()
+	td, err := ScanTail(bytes.NewReader(b), tail, DefaultLimits, at(marks[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, end, err := td.DecodeTail(); err != nil {
+		t.Fatal(err)
+	} else {
+		d := NewDecoder(bytes.NewReader(b), head, DefaultLimits)
+		if at, err := d.DecodeTo(td.TailStart()); !at || err != nil {
+			t.Fatalf("head stopped at %d (%v), want the tail's start %d", d.Offset(), err, td.TailStart())
+		}
+		mapped := 0
+		tr := func(v Value) Value {
+			mapped++
+			if v.Kind == KindString {
+				v, _ = head.String([]byte(tail.strs[v.N]), false)
+			}
+			return v
+		}
+		if err := d.Splice(td, tr, bytes.NewReader(b[end:])); err != nil {
+			t.Fatal(err)
+		}
+		if mapped != 0 {
+			t.Errorf("the splice mapped %d entries, want none before they are read", mapped)
+		}
+		v, err := d.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		str := func(s string) any { return map[string]any{"str": s} }
+		got := head.plain(v).(map[string]any)["tuple"].([]any)[1:]
+		want := []any{str("s1500"), map[string]any{"tuple": []any{str("s10"), str("s2999"), str("new"), str("s2100")}}}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("after the list: %v, want %v", got, want)
+		}
+		// s1500 and s2999 read lazily, then all 2000 of the tail's entries
+		// (ids 1001..3000) mapped for the store.
+		if mapped != 2+2000 {
+			t.Errorf("%d entries mapped, want 2 reads and the 2000 entries of the tail", mapped)
 		}
 	}
 }
