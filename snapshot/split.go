@@ -116,8 +116,8 @@ func decodeSplit(r io.ReaderAt, size int64, point func(size, head, walked int64)
 			w.set(off)
 			return point(size, headReader.n.Load(), off)
 		}
-		d, err := pickle.ScanTail(io.NewSectionReader(r, 0, size), b, pickle.DefaultLimits, at)
-		if err != nil {
+		d := pickle.NewDecoder(io.NewSectionReader(r, 0, size), b, pickle.DefaultLimits)
+		if err := d.ScanTail(at); err != nil {
 			starts <- -1
 			tails <- tailResult{err: err}
 			return

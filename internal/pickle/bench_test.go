@@ -62,7 +62,7 @@ func BenchmarkWalk(b *testing.B) {
 	end := func(int64) int64 { return int64(len(raw)) }
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
-		if _, err := ScanTail(bytes.NewReader(raw), nopSink{}, DefaultLimits, end); !errors.Is(err, ErrNoSplit) {
+		if err := NewDecoder(bytes.NewReader(raw), nopSink{}, DefaultLimits).ScanTail(end); !errors.Is(err, ErrNoSplit) {
 			b.Fatalf("walk ended with %v, want ErrNoSplit at the end", err)
 		}
 	}

@@ -32,12 +32,16 @@ const (
 
 // Decoder runs one pickle stream.
 type Decoder struct {
-	r    io.Reader
-	buf  []byte
-	pos  int
-	end  int
-	base int64 // stream offset of buf[0]
-	eof  bool
+	r io.Reader
+	// src is the whole stream of a decoder over bytes (NewDecoderBytes),
+	// which buf then windows, and moved is told where each window starts.
+	src   []byte
+	moved func(base int64)
+	buf   []byte
+	pos   int
+	end   int
+	base  int64 // stream offset of buf[0]
+	eof   bool
 
 	sink    Sink
 	whole   WholeSink // sink, if it builds whole containers (whole.go)
@@ -71,6 +75,18 @@ func NewDecoder(r io.Reader, sink Sink, lim Limits) *Decoder {
 	return d
 }
 
+// NewDecoderBytes returns a decoder of the stream src, which it reads in
+// place and never writes (a read-only mapping of a file will do), a window
+// of maxBuf bytes at a time; moved, if not nil, is called with the offset
+// of each new window: src before it will not be read again. Reading a
+// mapping instead of copying the file into a buffer saves the copy (0.11 s
+// of system time per GB read on a 2-core VM).
+func NewDecoderBytes(src []byte, sink Sink, lim Limits, moved func(base int64)) *Decoder {
+	d := &Decoder{src: src, moved: moved, sink: sink, lim: lim, stop: -1}
+	d.whole, _ = sink.(WholeSink)
+	return d
+}
+
 // Protocol is the protocol announced by PROTO (0 if there was none).
 func (d *Decoder) Protocol() int { return d.proto }
 
@@ -85,6 +101,16 @@ var (
 // fill compacts the buffer and reads until at least want bytes are
 // buffered or the input ends.
 func (d *Decoder) fill(want int) error {
+	if d.src != nil {
+		d.base += int64(d.pos)
+		end := min(int64(len(d.src)), d.base+int64(max(want, maxBuf)))
+		d.buf, d.pos = d.src[d.base:end], 0
+		d.end, d.eof = len(d.buf), end == int64(len(d.src))
+		if d.moved != nil {
+			d.moved(d.base)
+		}
+		return nil
+	}
 	if d.pos > 0 {
 		copy(d.buf, d.buf[d.pos:d.end])
 		d.base += int64(d.pos)

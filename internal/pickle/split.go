@@ -44,18 +44,20 @@ type tail struct {
 // change as it learns how fast the head goes.
 type SplitPoint func(walked int64) int64
 
-// ScanTail walks the stream r from its start to the first batch of appends
-// that starts at or after the offset from says, and returns a decoder that
-// decodes the tail from there (DecodeTail). Strings and numbers the walk
-// memoizes go to sink; nothing else is built.
-func ScanTail(r io.Reader, sink Sink, lim Limits, from SplitPoint) (*Decoder, error) {
-	d := NewDecoder(r, sink, lim)
+// ScanTail walks the stream of d, a new decoder, from its start to the
+// first batch of appends that starts at or after the offset from says,
+// after which d decodes the tail from there (DecodeTail). Strings and
+// numbers the walk memoizes go to d's sink; nothing else is built.
+func (d *Decoder) ScanTail(from SplitPoint) error {
+	if d.Offset() != 0 || d.part != nil {
+		return errors.New("a walk must start a new decoder")
+	}
 	start, err := d.scan(from)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.part = &tail{start: start, base: d.memo.len()}
-	return d, nil
+	return nil
 }
 
 // TailStart is the offset where the tail starts: the head decodes up to it.
@@ -463,7 +465,8 @@ func (d *Decoder) TailMemo(ok func(Value) bool) bool {
 // (DecodeTo(t.TailStart())) and whose records the caller has merged into
 // d's sink: it adopts the memo entries t made, which tr maps into d's
 // sink's values when d reads them (TailMemo has checked them; tr must stay
-// valid while d runs), and goes on reading r, positioned at t's end. The
+// valid while d runs), and goes on reading r, positioned at t's end (a
+// decoder over bytes goes on in its own and ignores r). The
 // memo's chunks are taken over, not copied: the tail's chunk that holds the
 // split gets the head's entries below it.
 func (d *Decoder) Splice(t *Decoder, tr func(Value) Value, r io.Reader) error {
@@ -481,6 +484,11 @@ func (d *Decoder) Splice(t *Decoder, tr func(Value) Value, r io.Reader) error {
 		d.memo.tail = &tailMemo{lo: p.base, hi: t.memo.n, wide: t.memo.wide, tr: tr}
 	}
 	t.memo = memo{}
-	d.r, d.base, d.pos, d.end, d.eof = r, p.end, 0, 0, false
+	d.base, d.pos, d.end, d.eof = p.end, 0, 0, false
+	if d.src == nil {
+		d.r = r
+	} else {
+		d.buf = d.buf[:0]
+	}
 	return nil
 }

@@ -61,8 +61,8 @@ func at(off int64) SplitPoint { return func(int64) int64 { return off } }
 func TestScanTail(t *testing.T) {
 	raw, marks := batchedList(2500)
 	s := newTreeSink()
-	d, err := ScanTail(bytes.NewReader(raw), s, DefaultLimits, at(marks[0]+1))
-	if err != nil {
+	d := NewDecoder(bytes.NewReader(raw), s, DefaultLimits)
+	if err := d.ScanTail(at(marks[0] + 1)); err != nil {
 		t.Fatal(err)
 	}
 	if d.TailStart() != marks[1] {
@@ -89,7 +89,7 @@ func TestScanTail(t *testing.T) {
 		if name == "protocol 0" {
 			from = 0
 		}
-		if _, err := ScanTail(bytes.NewReader(raw), newTreeSink(), DefaultLimits, at(from)); !errors.Is(err, ErrNoSplit) {
+		if err := NewDecoder(bytes.NewReader(raw), newTreeSink(), DefaultLimits).ScanTail(at(from)); !errors.Is(err, ErrNoSplit) {
 			t.Errorf("%s: ScanTail gave %v, want ErrNoSplit", name, err)
 		}
 	}
@@ -121,8 +121,8 @@ func TestSpliceMemo(t *testing.T) {
 	b = append(b, opTuple, opTuple3, opStop)
 
 	head, tail := newTreeSink(), newTreeSink()
-	td, err := ScanTail(bytes.NewReader(b), tail, DefaultLimits, at(marks[1]))
-	if err != nil {
+	td := NewDecoder(bytes.NewReader(b), tail, DefaultLimits)
+	if err := td.ScanTail(at(marks[1])); err != nil {
 		t.Fatal(err)
 	}
 	if _, end, err := td.DecodeTail(); err != nil {
