@@ -261,8 +261,9 @@ func (r *Reader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// ReaderAt returns the input for random access when it is a regular file.
-func (r *Reader) ReaderAt() (io.ReaderAt, bool) {
+// File returns the input's file when it is a regular one, which may be
+// read at any offset (or mapped).
+func (r *Reader) File() (*os.File, bool) {
 	f, ok := r.r.(*os.File)
 	return f, ok && r.size >= 0
 }

@@ -1,5 +1,5 @@
 // Command phases times vramscope's pipeline stages on one snapshot: decode
-// (snapshot.ReadAt, as the command reads a file), replay (replay.Devices) and the single-snapshot
+// (snapshot.ReadFile, as the command reads a file), replay (replay.Devices) and the single-snapshot
 // diagnosis (diagnose.Explain per device), then the whole of analyze
 // (analyze.AddSnapshot: replay, explain, steps, leaks, digest), reporting
 // wall and CPU seconds per phase and the process's peak RSS after each. bench/run.sh records
@@ -64,7 +64,7 @@ func main() {
 				return err
 			}
 			defer f.Close()
-			sn, err = snapshot.ReadAt(f, st.Size())
+			sn, err = snapshot.ReadFile(f, st.Size(), nil)
 			return err
 		})
 		var tls []*replay.Timeline

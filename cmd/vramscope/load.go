@@ -87,12 +87,12 @@ func load(in inputs.Input, stderr io.Writer) (*snapshot.Snapshot, error) {
 	}
 	var sn *snapshot.Snapshot
 	read := r.BytesRead
-	if f, ok := r.ReaderAt(); ok {
-		// A file is read where the decoder wants it: a big one by two
-		// goroutines at once (snapshot.ReadAt).
-		ra := &progressAt{r: f, bar: bar}
-		read = ra.highWater
-		sn, err = snapshot.ReadAt(ra, r.Size())
+	if f, ok := r.File(); ok {
+		// A file is read where the decoder wants it: a big one in place
+		// and by two goroutines at once (snapshot.ReadFile).
+		p := &progressMark{bar: bar}
+		read = p.highWater
+		sn, err = snapshot.ReadFile(f, r.Size(), p.reached)
 	} else {
 		sn, err = snapshot.Read(br)
 	}

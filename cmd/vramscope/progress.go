@@ -39,30 +39,28 @@ func newProgressBar(stderr io.Writer, name string, size int64) *progressbar.Prog
 	)
 }
 
-// progressAt counts what the decoder reads of a file, which it may read at
-// several places at once: the bar shows the furthest byte read.
-type progressAt struct {
-	r   io.ReaderAt
+// progressMark follows how far the decoder has read a file, which it may
+// read at several places at once: the bar shows the furthest byte.
+type progressMark struct {
 	bar *progressbar.ProgressBar // nil: only count
 	mu  sync.Mutex
 	hw  int64
 }
 
-func (p *progressAt) ReadAt(b []byte, off int64) (int, error) {
-	n, err := p.r.ReadAt(b, off)
+// reached notes that a decoder has read up to off.
+func (p *progressMark) reached(off int64) {
 	p.mu.Lock()
-	if end := off + int64(n); end > p.hw {
-		p.hw = end
+	defer p.mu.Unlock()
+	if off > p.hw {
+		p.hw = off
 		if p.bar != nil {
-			p.bar.Set64(end)
+			p.bar.Set64(off)
 		}
 	}
-	p.mu.Unlock()
-	return n, err
 }
 
 // highWater is the furthest byte read so far.
-func (p *progressAt) highWater() int64 {
+func (p *progressMark) highWater() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.hw
