@@ -116,10 +116,11 @@ var errNoMapping = errors.New("the file cannot be mapped")
 func ReadFile(f *os.File, size int64, progress func(off int64)) (*Snapshot, error) {
 	if size >= splitMin && runtime.GOMAXPROCS(0) >= 2 {
 		if m, err := mapFile(f, size); err == nil {
-			defer m.close()
 			if !compressed(m.b[:4]) {
+				defer m.close()
 				return readMapped(m, progress)
 			}
+			m.close()
 		}
 	}
 	var r io.ReaderAt = f
