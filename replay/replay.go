@@ -4,8 +4,8 @@
 //
 // Per device:
 //
-//  1. a cheap forward scan notes each block address's first and last events
-//     and lists the segment events;
+//  1. a cheap forward scan (of a long trace: two halves at once) notes each
+//     block address's first and last events and lists the segment events;
 //  2. the state before the first event is reconstructed from the final
 //     snapshot: its segments with the segment events undone backwards, and
 //     as live blocks those active at the end with no alloc in the trace plus
@@ -14,7 +14,8 @@
 //  3. one forward pass replays every event on that state, carving each
 //     alloc's block out of the free range at its address the way the
 //     allocator splits (which recovers rounded sizes the trace does not
-//     record), and stores the usage series and one Allocation per block;
+//     record), and stores the usage series and one Allocation per block
+//     (the layout on one goroutine, records and series on another: run.go);
 //  4. Timeline.State rebuilds segments and blocks at any event from the
 //     segment events and the Allocation intervals.
 //
@@ -181,17 +182,12 @@ func (r *replayer) scan() {
 	if n >= parallelScanMin {
 		mid = n / 2
 	}
-	first := newAddrScan()
-	if mid < n {
-		second := newAddrScan()
-		var wg sync.WaitGroup
-		wg.Go(func() { second.run(r.tr, mid, n) })
-		first.run(r.tr, 0, mid)
-		wg.Wait()
-		first.merge(second)
-	} else {
-		first.run(r.tr, 0, n)
-	}
+	first, second := newAddrScan(), newAddrScan()
+	var wg sync.WaitGroup
+	wg.Go(func() { second.run(r.tr, mid, n) }) // nothing when mid == n
+	first.run(r.tr, 0, mid)
+	wg.Wait()
+	first.merge(second)
 	r.addrIndex, r.history, r.counts = first.index, first.history, first.counts
 	for i, e := range r.tr.Others() {
 		r.counts[e.Action&15]++
