@@ -184,9 +184,9 @@ func TestBalancedSplit(t *testing.T) {
 	}
 }
 
-// ReadFile reads what Read reads, small files through ReadAt, and a mapped
-// file (the GPU-made bench seed, 26 MB, written out raw) split in place
-// with its passed pages let go.
+// ReadFile reads what Read reads: small and compressed files through
+// ReadAt, with progress up to their end (mmap_linux_test.go tests a mapped
+// one).
 func TestReadFile(t *testing.T) {
 	for _, path := range []string{"testdata/format/train.pickle", "../testdata/scenarios/out/leak_closure/step3/server_rank0_pid561.pickle.gz"} {
 		f, err := os.Open(path)
@@ -218,48 +218,4 @@ func TestReadFile(t *testing.T) {
 		}
 	}
 
-	raw := readRaw(t, "../testdata/scenarios/out/bench_source/bench_source.pickle.gz")
-	path := filepath.Join(t.TempDir(), "seed.pickle")
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	m, err := mapFile(f, int64(len(raw)))
-	if err == errNoMapping {
-		t.Skip("no mapping on this system: ReadFile reads at offsets, as tested above")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.close()
-	var released atomic.Int64
-	src := bytesSource{b: m.b, release: func(from, to int64) { released.Add(to - from); m.release(from, to) }}
-	got, merged, err := decodeSplit(src, func(size, _, _ int64) int64 { return size / 2 })
-	if err != nil || !merged {
-		t.Fatalf("mapped seed: merged %v, error %v", merged, err)
-	}
-	want, err := Read(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want.in.key, got.in.key = nil, nil
-	if !reflect.DeepEqual(got, want) {
-		t.Error("the mapped seed decodes to another snapshot")
-	}
-	if released.Load() < int64(len(raw))/2 {
-		t.Errorf("%d of %d bytes let go", released.Load(), len(raw))
-	}
-
-	// A mapped file cut short while it is read: the reads past its new end
-	// fault, in both goroutines, and that is an error.
-	if err := os.Truncate(path, 1<<20); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := readMapped(m, nil); err == nil || !strings.Contains(err.Error(), "did the file change while it was read?") {
-		t.Errorf("decoding a mapped file cut short: %v, want a fault turned into an error", err)
-	}
 }
