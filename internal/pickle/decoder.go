@@ -502,6 +502,7 @@ func (d *Decoder) fast() error {
 		limit = min(limit, int(d.stop-d.base)-1)
 	}
 	m := &d.memo
+	direct := m.direct()
 	for pos <= limit {
 		switch fastClass[buf[pos]] {
 		case fcBinGet, fcLongBinGet:
@@ -513,7 +514,7 @@ func (d *Decoder) fast() error {
 				id = uint64(binary.LittleEndian.Uint32(buf[pos+1:]))
 				n = 5
 			}
-			if id >= m.direct {
+			if id >= direct {
 				goto out
 			}
 			u := m.chunks[id>>memoChunkBits][id&(memoChunkLen-1)]
@@ -545,7 +546,7 @@ func (d *Decoder) fast() error {
 			}
 			m.chunks[c] = append(m.chunks[c], pk<<payloadBits|uint32(stack[top].N))
 			m.n++
-			m.direct = m.n
+			direct = m.n // no tail: MEMOIZE goes to step while there is one
 			pos++
 		case fcBinInt1:
 			stack = append(stack, Value{Kind: KindInt, N: uint64(buf[pos+1])})

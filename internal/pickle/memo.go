@@ -16,10 +16,7 @@ import (
 // 245 MB with 8-byte entries.
 type memo struct {
 	chunks [][]uint32
-	n      uint64 // dense ids 0..n-1
-	// direct is how many ids from 0 on hold values that need no mapping:
-	// n, unless a spliced tail's entries wait for theirs (tail).
-	direct uint64
+	n      uint64            // dense ids 0..n-1
 	sparse map[uint64]uint32 // ids > n from explicit PUTs (protocols 0-3)
 	wide   []Value           // values too wide to pack
 	tail   *tailMemo
@@ -37,11 +34,15 @@ type tailMemo struct {
 	tr     func(Value) Value
 }
 
-func (t *tailMemo) value(u uint32) Value {
-	if u>>payloadBits == packedWide {
-		return t.tr(t.wide[u&payloadMask])
+func (t *tailMemo) value(u uint32) Value { return t.tr(unpack(u, t.wide)) }
+
+// direct is how many ids from 0 on hold values that need no mapping: all,
+// unless a spliced tail's entries wait for theirs.
+func (m *memo) direct() uint64 {
+	if m.tail != nil {
+		return m.tail.lo
 	}
-	return t.tr(Value{Kind: unpackedKind[u>>payloadBits], N: uint64(u & payloadMask)})
+	return m.n
 }
 
 const (
@@ -91,10 +92,14 @@ func (m *memo) pack(v Value) uint32 {
 	return packedWide<<payloadBits | uint32(len(m.wide)-1)&payloadMask
 }
 
-func (m *memo) unpack(u uint32) Value {
+func (m *memo) unpack(u uint32) Value { return unpack(u, m.wide) }
+
+// unpack is the value packed in u, with wide the table of values too wide
+// to pack.
+func unpack(u uint32, wide []Value) Value {
 	k := u >> payloadBits
 	if k == packedWide {
-		return m.wide[u&payloadMask]
+		return wide[u&payloadMask]
 	}
 	return Value{Kind: unpackedKind[k], N: uint64(u & payloadMask)}
 }
@@ -134,9 +139,6 @@ func (m *memo) put(i uint64, v Value) error {
 		}
 		m.chunks[k] = append(m.chunks[k], u)
 		m.n++
-		if m.tail == nil {
-			m.direct = m.n
-		}
 		if m.sparse != nil {
 			delete(m.sparse, i)
 		}
@@ -184,6 +186,5 @@ func (m *memo) mapTail() error {
 		}
 		*s = m.pack(v)
 	}
-	m.direct = m.n
 	return nil
 }

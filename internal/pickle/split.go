@@ -185,7 +185,6 @@ loop:
 			}
 			m.chunks[c] = append(m.chunks[c], u)
 			m.n++
-			m.direct = m.n
 			pos++
 		}
 	}
