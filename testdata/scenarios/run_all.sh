@@ -12,7 +12,8 @@ export PYTHONUNBUFFERED=1
 mkdir -p "$OUTDIR/_logs"
 
 SCENARIOS="peak_upcast peak_chunked frag_oom frag_oom_expandable leak_closure leak_fixed \
-healthy_train frag_growth frag_growth_emptycache frag_growth_expandable two_procs bench_source"
+healthy_train frag_growth frag_growth_emptycache frag_growth_expandable two_procs bench_source \
+forward_deep forward_deep_mixed train_deep train_deep_leak backward_all"
 [ -n "${ONLY:-}" ] && SCENARIOS="$ONLY"
 
 echo "== env"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -2
