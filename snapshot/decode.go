@@ -108,7 +108,10 @@ type builder struct {
 	lastStreamRaw int64
 	lastStream    StreamID
 	sawHistory    bool
-	foreignKey    bool // a dict key was KindForeign (split.go)
+	// blocksWithAddress counts blocks that carry "address" (torch 2.1+);
+	// blocks counts them all.
+	blocksWithAddress, blocks int
+	foreignKey                bool // a dict key was KindForeign (split.go)
 	// foreignStacks are the memo ids of the head's frames lists that a
 	// tail's entries name, by pseudo stack id (split.go).
 	foreignStacks  []uint64
@@ -721,36 +724,46 @@ func (b *builder) closeBlock(d *dictB) (pickle.Value, error) {
 	if blk.Stack, err = b.stackField(what, d); err != nil {
 		return pickle.Value{}, err
 	}
+	if d.set.has(kAddress) {
+		b.blocksWithAddress++
+	}
+	// torch 1.13 and 2.0 keep a block's allocations in "history", newest
+	// first (the allocator's history chain starts at the latest one, and
+	// torch's own _memory_viz reads history[0]); 2.0 also writes
+	// requested_size beside it. Only an active block's newest entry is the
+	// allocation that holds it: a free block's entries are gone tensors.
+	var current *history
+	if d.set.has(kHistory) {
+		b.sawHistory = true
+		switch hv := d.f[kHistory]; {
+		case hv.Kind == vRange && b.ranges[hv.N].elem == vHistory:
+			if blk.State.Active() {
+				current = &b.hist[b.ranges[hv.N].start]
+			}
+		case hv.Kind != vEmpty:
+			return pickle.Value{}, fmt.Errorf("%s: \"history\" is %s, want a list of history entries", what, b.describe(hv))
+		}
+	}
+	if current != nil && blk.Stack == NoStack {
+		blk.Stack = current.stack
+	}
 	switch {
 	case d.set.has(kRequestedSize):
 		if blk.RequestedSize, err = b.uintField(what, d, kRequestedSize); err != nil {
 			return pickle.Value{}, err
 		}
-	case d.set.has(kHistory):
-		// torch 2.0: the last history entry is the current allocation.
-		b.sawHistory = true
-		hv := d.f[kHistory]
-		if hv.Kind == vRange && b.ranges[hv.N].elem == vHistory {
-			r := b.ranges[hv.N]
-			h := b.hist[r.start+r.n-1]
-			if blk.State.Active() {
-				blk.RequestedSize = h.realSize
-				blk.Stack = h.stack
-			}
-			if blk.Address == 0 {
-				blk.Address = h.addr
-			}
-		} else if hv.Kind != vEmpty {
-			return pickle.Value{}, fmt.Errorf("%s: \"history\" is %s, want a list of history entries", what, b.describe(hv))
-		}
-	default:
-		if blk.State.Active() { // torch <= 1.x: nothing better than the block size
-			blk.RequestedSize = blk.Size
-		}
+	case current != nil:
+		blk.RequestedSize = current.realSize
+	case blk.State.Active():
+		// torch <= 1.12, or an active block without history: nothing
+		// better than the block size.
+		blk.RequestedSize = blk.Size
+		b.sn.RequestedUnknown++
 	}
 	if len(d.extra) > 0 || d.set&^blockKeys != 0 {
 		b.countExtra("block", d, blockKeys)
 	}
+	b.blocks++
 	b.sn.Blocks = append(b.sn.Blocks, blk)
 	return pickle.Value{Kind: vBlock, N: uint64(len(b.sn.Blocks) - 1)}, nil
 }
@@ -849,8 +862,8 @@ func (b *builder) closeSegment(d *dictB) (pickle.Value, error) {
 // segment's requested size.
 func (b *builder) fillOlderFields(d *dictB, s *Segment) {
 	blocks := b.sn.Blocks[s.FirstBlock : s.FirstBlock+s.NumBlocks]
-	// Blocks tile their segment in address order; before 2.1 only active
-	// blocks (through their history) carry an address, if any does.
+	// Blocks tile their segment in address order; before 2.1 none carries
+	// its address.
 	addr := s.Address
 	for i := range blocks {
 		if blocks[i].Address == 0 {

@@ -474,12 +474,12 @@ func TestLegacyLayouts(t *testing.T) {
 					}
 				}
 			}
-			wantRequested := uint64(199755339) // torch's requested_bytes
+			wantRequested, wantUnknown := uint64(199755339), 0 // torch's requested_bytes
 			if !c.history {
-				wantRequested = 201852928 // without history, the block sizes
+				wantRequested, wantUnknown = 201852928, 18 // without history, the sizes of the 18 active blocks
 			}
-			if requested != wantRequested {
-				t.Errorf("requested = %d, want %d", requested, wantRequested)
+			if requested != wantRequested || sn.RequestedUnknown != wantUnknown {
+				t.Errorf("requested = %d with %d blocks unknown, want %d with %d", requested, sn.RequestedUnknown, wantRequested, wantUnknown)
 			}
 			n := 0
 			for _, tr := range sn.Traces {
@@ -500,6 +500,72 @@ func TestLegacyLayouts(t *testing.T) {
 				t.Errorf("event 1: %+v with %d frames, first %q", e, len(got), sn.Frames[got[0]].Name)
 			}
 		})
+	}
+}
+
+// The torch 2.0 layout, as torch 2.0 wrote it (make_v2_0.py builds it by
+// hand: torch 2.11 on the GPU machine cannot write it). Blocks carry
+// requested_size and history but no address; an active block's stack is
+// its newest history entry (history[0]), never an older one, and a free
+// block gets none.
+func TestTorch20Layout(t *testing.T) {
+	sn := readFixture(t, "testdata/legacy/v2_0.pickle")
+	if sn.Generation != GenHistory || sn.Generation.String() != "2.0" || sn.Protocol != 4 {
+		t.Errorf("generation, protocol = %q, %d; want 2.0, 4", sn.Generation, sn.Protocol)
+	}
+	if sn.RequestedUnknown != 0 {
+		t.Errorf("RequestedUnknown = %d, want 0: every active block carries requested_size", sn.RequestedUnknown)
+	}
+	const large, small, mib = 0x7F5FC0000000, 0x7F5FC2000000, 1 << 20
+	want := []struct {
+		addr, size, requested uint64
+		state                 BlockState
+		top                   string // innermost frame of the stack; "" for none
+	}{
+		{large, 8 * mib, 8*mib - 600, ActiveAllocated, "make_weights"},
+		{large + 8*mib, 12 * mib, 2 * mib, Inactive, ""},
+		{small, 512, 96, ActiveAllocated, "linear"},
+		{small + 512, 1024, 1000, ActiveAllocated, ""},
+		{small + 1536, 2*mib - 1536, 0, Inactive, ""},
+	}
+	if len(sn.Blocks) != len(want) {
+		t.Fatalf("%d blocks, want %d", len(sn.Blocks), len(want))
+	}
+	for i, w := range want {
+		b := sn.Blocks[i]
+		top := ""
+		if st := sn.Stack(b.Stack); len(st) > 0 {
+			top = sn.Frames[st[0]].Name
+		}
+		if b.Address != w.addr || b.Size != w.size || b.RequestedSize != w.requested || b.State != w.state || top != w.top {
+			t.Errorf("block %d: %+v from %q; want %+v", i, b, top, w)
+		}
+	}
+	if got := sn.Segments[0].RequestedSize + sn.Segments[1].RequestedSize; got != 8*mib-600+1096 {
+		t.Errorf("requested = %d, want the segments' own requested_size", got)
+	}
+	if sn.Traces[0].Len() != 1 || sn.Traces[0].At(0).Action != ActionSnapshot {
+		t.Errorf("trace: %d events", sn.Traces[0].Len())
+	}
+}
+
+// torch.cuda.memory_snapshot() pickled by hand is a bare list, like a 1.x
+// file, but its blocks are 2.1+ blocks: real requested sizes and stacks.
+func TestSegmentList(t *testing.T) {
+	base := readFixture(t, "testdata/format/default.pickle")
+	sn := readFixture(t, "testdata/legacy/v2_11_segment_list.pickle")
+	if sn.Generation != GenSegmentList || !sn.Generation.List() || sn.RequestedUnknown != 0 || len(sn.Traces) != 0 {
+		t.Errorf("generation %q, RequestedUnknown %d, %d traces; want a segment list with nothing derived and no trace",
+			sn.Generation, sn.RequestedUnknown, len(sn.Traces))
+	}
+	if len(sn.Blocks) != len(base.Blocks) {
+		t.Fatalf("%d blocks, want %d", len(sn.Blocks), len(base.Blocks))
+	}
+	for i, b := range sn.Blocks {
+		w := base.Blocks[i]
+		if b.Address != w.Address || b.RequestedSize != w.RequestedSize || len(sn.Stack(b.Stack)) != len(base.Stack(w.Stack)) {
+			t.Errorf("block %d: %+v, want %+v", i, b, w)
+		}
 	}
 }
 

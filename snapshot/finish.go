@@ -14,6 +14,9 @@ func (b *builder) finish(top pickle.Value) error {
 	switch top.Kind {
 	case vRange, vEmpty:
 		sn.Generation = GenLegacyList
+		if b.blocksWithAddress > 0 {
+			sn.Generation = GenSegmentList
+		}
 		segs, err := b.segmentsOf(top)
 		if err != nil {
 			return err
@@ -24,8 +27,11 @@ func (b *builder) finish(top pickle.Value) error {
 	default:
 		return fmt.Errorf("top level is %s, want a dict or a list of segments", b.describe(top))
 	}
+	// Blocks carry their address since torch 2.1; a dict without any is a
+	// torch 2.0 file (history or not: blocks without allocations in their
+	// history, or recorded with history off, have none).
 	sn.Generation = GenModern
-	if b.sawHistory {
+	if b.blocks > 0 && b.blocksWithAddress == 0 || b.sawHistory {
 		sn.Generation = GenHistory
 	}
 	kv := b.dicts[top.N]

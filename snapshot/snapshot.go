@@ -230,9 +230,18 @@ type AllocatorSettings struct {
 type Generation uint8
 
 const (
-	GenLegacyList Generation = iota + 1 // torch <= 1.13: a bare list of segments
-	GenHistory                          // torch 2.0: blocks carry "history"
-	GenModern                           // torch 2.1+: blocks carry address/requested_size/frames
+	// GenLegacyList: a bare list of segments whose blocks carry no address
+	// (torch <= 1.13, whose _memory_viz pickled torch.cuda.memory_snapshot()).
+	GenLegacyList Generation = iota + 1
+	// GenHistory: torch 2.0, a dict whose blocks carry no address; their
+	// stacks are in "history" (the pickle torch 2.0's _dump_snapshot writes).
+	GenHistory
+	// GenModern: torch 2.1+, blocks carry address, requested_size, frames.
+	GenModern
+	// GenSegmentList: a bare list of segments in the 2.1+ block layout:
+	// torch.cuda.memory_snapshot() pickled by hand. Sizes and stacks are
+	// real; there is no trace.
+	GenSegmentList
 )
 
 func (g Generation) String() string {
@@ -240,17 +249,27 @@ func (g Generation) String() string {
 	case GenLegacyList:
 		return "1.x segment list"
 	case GenHistory:
-		return "2.0 history blocks"
+		return "2.0"
 	case GenModern:
 		return "2.1+"
+	case GenSegmentList:
+		return "memory_snapshot() segment list"
 	}
 	return "unknown"
 }
+
+// List reports whether the file was a bare list of segments: no trace, and
+// no sign of whether history was recorded.
+func (g Generation) List() bool { return g == GenLegacyList || g == GenSegmentList }
 
 // Snapshot is a decoded memory snapshot.
 type Snapshot struct {
 	Protocol   int // pickle protocol (2 for the C++ path, 4 or 5 for Python)
 	Generation Generation
+	// RequestedUnknown counts active blocks that carry neither
+	// requested_size nor history (torch <= 1.12): their block size stands
+	// in for the requested size.
+	RequestedUnknown int
 
 	Segments []Segment // all devices; per device in address order
 	Blocks   []Block   // located by Segment.FirstBlock/NumBlocks

@@ -1,4 +1,5 @@
-"""Rewrite a torch 2.11 snapshot into the 1.x and 2.0 layouts (see README.md)."""
+"""Rewrite a torch 2.11 snapshot into the 1.x and 2.0 layouts, and into the
+list torch.cuda.memory_snapshot() returns (see README.md)."""
 import pickle
 import sys
 
@@ -41,3 +42,6 @@ for t in src["device_traces"]:
 v20 = {"segments": v113, "device_traces": traces}
 for name, obj in (("v1_13_list", v113), ("v1_12_list", v112), ("v2_0_history", v20)):
     pickle.dump(obj, open(name + ".pickle", "wb"), protocol=2)
+# torch.cuda.memory_snapshot() is _snapshot()["segments"]; a user pickles it
+# with the interpreter's default protocol.
+pickle.dump(src["segments"], open("v2_11_segment_list.pickle", "wb"), protocol=4)
