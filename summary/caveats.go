@@ -24,14 +24,20 @@ const (
 	NoFrames CaveatKind = "no_frames"
 	// EmptyAllocStacks: some alloc events have an empty stack.
 	EmptyAllocStacks CaveatKind = "empty_alloc_stacks"
-	// RingWrapped: the trace has lost its oldest events.
+	// RingWrapped: the trace has lost its oldest events to a full ring
+	// buffer.
 	RingWrapped CaveatKind = "ring_wrapped"
+	// HistoryRestarted: the trace begins after blocks that are still live
+	// were allocated, and it is not the length of a full ring buffer:
+	// recording was turned off (which clears it) and on again.
+	HistoryRestarted CaveatKind = "history_restarted"
 	// PreRecording: live blocks whose allocation the trace does not show and
 	// that have no stack: allocated before recording started.
 	PreRecording CaveatKind = "pre_recording"
 	// NoTimestamps: events without time_us (torch < 2.2).
 	NoTimestamps CaveatKind = "no_timestamps"
-	// LegacyFormat: a torch < 2.1 file, whose requested sizes are derived.
+	// LegacyFormat: a file whose blocks carry no requested size (torch <=
+	// 1.12): the block size stands in for it.
 	LegacyFormat CaveatKind = "legacy_format"
 	// UnknownFields: keys or actions this version does not model.
 	UnknownFields CaveatKind = "unknown_fields"
@@ -50,10 +56,10 @@ type Caveat struct {
 
 func fileCaveats(sn *snapshot.Snapshot) []Caveat {
 	out := []Caveat{}
-	if sn.Generation != snapshot.GenModern {
-		out = append(out, Caveat{Kind: LegacyFormat, Message: fmt.Sprintf(
-			"written in the %s format (torch < 2.1): requested sizes and block addresses are derived, so requested bytes and internal waste are approximate",
-			sn.Generation)})
+	if n := sn.RequestedUnknown; n > 0 {
+		out = append(out, Caveat{Kind: LegacyFormat, Count: n, Message: fmt.Sprintf(
+			"written in the %s format: no requested size for %s, so the block size stands in for it; requested bytes and internal waste are approximate",
+			sn.Generation, units.Plural(n, "active block"))})
 	}
 	if len(sn.Unknown) > 0 {
 		names := slices.Sorted(maps.Keys(sn.Unknown))
@@ -139,15 +145,21 @@ func deviceCaveats(sn *snapshot.Snapshot, dev int, trace snapshot.Trace) []Cavea
 
 	n := trace.Len()
 	switch {
+	case n == 0 && sn.Generation.List():
+		out = append(out, Caveat{Kind: NoTrace, Message: "no trace events: the file is a bare list of segments (torch.cuda.memory_snapshot() pickled, or torch <= 1.13), which holds none; only the final state is known (torch.cuda.memory._dump_snapshot() keeps the history)"})
 	case n == 0:
 		out = append(out, Caveat{Kind: NoTrace, Message: "no trace events: memory history was not being recorded (or was turned off, which clears it, before the dump); only the final state is known"})
+	case n == 1 && sn.Generation == snapshot.GenHistory:
+		out = append(out, Caveat{Kind: StateOnly, Count: 1, Message: "the trace holds a single event: torch 2.0's _record_memory_history(True) keeps one trace entry unless trace_alloc_max_entries raises it; blocks keep the stacks of their allocations, but there is no history"})
 	case n == 1:
-		out = append(out, Caveat{Kind: StateOnly, Count: 1, Message: `the trace holds a single event: recorded with _record_memory_history(enabled="state"), which keeps stacks of live blocks but no history`})
+		out = append(out, Caveat{Kind: StateOnly, Count: 1, Message: `the trace holds a single event: recorded with _record_memory_history(enabled="state") (or the legacy _record_memory_history(True) with its default trace_alloc_max_entries=1), which keeps stacks of live blocks but no history`})
 	}
 
 	if eventStacks == 0 && blockStacks == 0 {
 		why := "history was not recorded"
 		switch {
+		case n > 0 && sn.Generation == snapshot.GenHistory:
+			why = "history was recorded with record_context=False"
 		case n > 0 && eventsNoKey > 0:
 			why = "history was recorded with context=None"
 		case n > 0:
@@ -164,14 +176,20 @@ func deviceCaveats(sn *snapshot.Snapshot, dev int, trace snapshot.Trace) []Cavea
 		if lostAllocs > 0 || orphanFrees > 0 {
 			var evidence []string
 			if lostAllocs > 0 {
-				evidence = append(evidence, fmt.Sprintf("%s have a stack but no alloc event", units.Plural(lostAllocs, "live block")))
+				evidence = append(evidence, fmt.Sprintf("%s with a stack but no alloc event", units.Plural(lostAllocs, "live block")))
 			}
 			if orphanFrees > 0 {
-				evidence = append(evidence, fmt.Sprintf("%s follow no free_requested", units.Plural(orphanFrees, "free_completed event")))
+				evidence = append(evidence, fmt.Sprintf("%s without a free_requested", units.Plural(orphanFrees, "free_completed event")))
 			}
-			out = append(out, Caveat{Kind: RingWrapped, Count: lostAllocs + orphanFrees, Message: fmt.Sprintf(
-				"the trace ring buffer probably wrapped (or history was cleared and restarted), so the oldest events are lost: %s; raise max_entries to keep them",
-				strings.Join(evidence, ", "))})
+			c := Caveat{Kind: RingWrapped, Count: lostAllocs + orphanFrees, Message: fmt.Sprintf(
+				"the trace ring buffer probably wrapped at %d events, so the oldest events are lost: %s; raise max_entries to keep them",
+				n, strings.Join(evidence, ", "))}
+			if !plausibleMaxEntries(n) {
+				c.Kind, c.Message = HistoryRestarted, fmt.Sprintf(
+					"the trace begins after memory that is still live was allocated: %s; %d events is no ring buffer's max_entries, so recording was turned off (which clears the history) and on again, or history was cleared",
+					strings.Join(evidence, ", "), n)
+			}
+			out = append(out, c)
 		}
 		if preBlocks > 0 {
 			verb := "have"
@@ -187,4 +205,17 @@ func deviceCaveats(sn *snapshot.Snapshot, dev int, trace snapshot.Trace) []Cavea
 		}
 	}
 	return out
+}
+
+// plausibleMaxEntries reports whether a trace of n events can be a wrapped
+// ring buffer: one holds exactly max_entries events, and people pass round
+// numbers (25, 1000, 100000, 2**16), never 8694.
+func plausibleMaxEntries(n int) bool {
+	if n&(n-1) == 0 {
+		return true
+	}
+	for n >= 100 && n%10 == 0 {
+		n /= 10
+	}
+	return n < 100
 }

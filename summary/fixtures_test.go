@@ -77,6 +77,14 @@ func TestFixtureCaveats(t *testing.T) {
 		{"prehistory.pickle", []CaveatKind{PreRecording}},
 		{"train.pickle", []CaveatKind{EmptyAllocStacks, PreRecording}},
 		{"pending.pickle", []CaveatKind{}},
+		// Older layouts (snapshot/testdata/legacy/README.md): only the 1.12
+		// list lacks requested sizes; a pickled memory_snapshot() list holds
+		// no trace but real sizes and stacks; torch 2.0 kept one trace entry.
+		{"../legacy/v1_12_list.pickle", []CaveatKind{NoTrace, NoFrames, LegacyFormat}},
+		{"../legacy/v1_13_list.pickle", []CaveatKind{NoTrace}},
+		{"../legacy/v2_11_segment_list.pickle", []CaveatKind{NoTrace}},
+		{"../legacy/v2_0.pickle", []CaveatKind{StateOnly}},
+		{"../legacy/v2_0_history.pickle", []CaveatKind{NoTimestamps}},
 	}
 	for _, test := range tests {
 		s := Of(readFixture(t, filepath.Join("../snapshot/testdata/format", test.file)))

@@ -222,6 +222,26 @@ func TestEventsAndCaveats(t *testing.T) {
 			wantSpanUS: 5,
 		},
 		{
+			// 101 events is no max_entries anyone passes: the trace was not
+			// wrapped but restarted after the first block was allocated.
+			name: "history restarted",
+			build: func(b *builder) []ev {
+				b.segment(0, 0x1000, 0, snapshot.Small, snapshot.PoolID{},
+					blk{512, 100, snapshot.ActiveAllocated, b.stack}, // allocated before the restart
+					blk{2*mib - 512, 0, snapshot.Inactive, snapshot.EmptyStack})
+				events := []ev{{Action: alloc, Addr: 0x1200, Size: 100, TimeUS: t0, Stack: b.stack}}
+				for i := range 50 {
+					events = append(events,
+						ev{Action: freeReq, Addr: 0x1200, Size: 100, TimeUS: t0 + int64(i) + 1, Stack: b.stack},
+						ev{Action: freeDone, Addr: 0x1200, Size: 100, TimeUS: t0 + int64(i) + 1, Stack: b.stack})
+				}
+				return events
+			},
+			wantKinds:  []CaveatKind{HistoryRestarted},
+			wantEvents: map[snapshot.Action]int{alloc: 1, freeReq: 50, freeDone: 50},
+			wantSpanUS: 50,
+		},
+		{
 			name: "allocated before recording, and backward allocations without stacks",
 			build: func(b *builder) []ev {
 				b.segment(0, 0x1000, 0, snapshot.Large, snapshot.PoolID{},
@@ -280,15 +300,64 @@ func TestEventsAndCaveats(t *testing.T) {
 
 func TestFileCaveats(t *testing.T) {
 	sn := snapshot.New()
-	sn.Generation = snapshot.GenHistory
+	sn.Generation = snapshot.GenLegacyList
+	sn.RequestedUnknown = 3
 	sn.Unknown["top.host_segments"] = 1
 	sn.Unknown["action.annotate_v2"] = 3
 	got := Of(sn).Caveats
 	if k := kinds(got); !slices.Equal(k, []CaveatKind{LegacyFormat, UnknownFields}) {
 		t.Fatalf("got %v", k)
 	}
+	if got[0].Count != 3 || !strings.Contains(got[0].Message, "1.x segment list format: no requested size for 3 active blocks") {
+		t.Errorf("legacy-format caveat = %+v", got[0])
+	}
 	if got[1].Count != 4 || !strings.Contains(got[1].Message, "action.annotate_v2, top.host_segments") {
 		t.Errorf("unknown-fields caveat = %+v", got[1])
+	}
+}
+
+// TestCaveatsFitTheFormat checks that a caveat names what the file's own
+// torch could do: torch 2.0 had no enabled="state", and a pickled
+// memory_snapshot() list holds no trace whether or not history was on.
+func TestCaveatsFitTheFormat(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		gen         snapshot.Generation
+		events      []snapshot.Event
+		want        CaveatKind
+		say, notSay string
+	}{
+		{"2.0, one event", snapshot.GenHistory, []snapshot.Event{{Action: snapshot.ActionSnapshot}},
+			StateOnly, "torch 2.0's _record_memory_history(True) keeps one trace entry", `enabled="state"`},
+		{"2.1+, one event", snapshot.GenModern, []snapshot.Event{{Action: snapshot.ActionSnapshot}},
+			StateOnly, `enabled="state"`, "torch 2.0"},
+		{"memory_snapshot() list", snapshot.GenSegmentList, nil,
+			NoTrace, "torch.cuda.memory_snapshot() pickled", "not being recorded"},
+		{"2.1+, no trace", snapshot.GenModern, nil,
+			NoTrace, "not being recorded", "memory_snapshot()"},
+	} {
+		b := newBuilder()
+		b.sn.Generation = c.gen
+		b.segment(0, 0x1000, 0, snapshot.Large, snapshot.PoolID{},
+			blk{20 * mib, 20 * mib, snapshot.ActiveAllocated, b.stack})
+		if c.events != nil {
+			b.sn.Traces = []snapshot.Trace{snapshot.NewTrace(c.events, nil)}
+		}
+		cs := Of(b.sn).Devices[0].Caveats
+		if len(cs) != 1 || cs[0].Kind != c.want || !strings.Contains(cs[0].Message, c.say) || strings.Contains(cs[0].Message, c.notSay) {
+			t.Errorf("%s: caveats %+v, want one %s saying %q and not %q", c.name, cs, c.want, c.say, c.notSay)
+		}
+	}
+}
+
+func TestPlausibleMaxEntries(t *testing.T) {
+	for n, want := range map[int]bool{
+		1: true, 25: true, 97: true, 1000: true, 100_000: true, 4096: true, 1 << 20: true, 250_000: true,
+		101: false, 8694: false, 19_052: false, 100_001: false, 4097: false,
+	} {
+		if got := plausibleMaxEntries(n); got != want {
+			t.Errorf("plausibleMaxEntries(%d) = %v, want %v", n, got, want)
+		}
 	}
 }
 
