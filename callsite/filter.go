@@ -2,11 +2,17 @@
 // frame, innermost first, that is not allocator, C++, CPython, torch or
 // third-party library code. Findings quote that frame; a stack with no such
 // frame gets a Reason instead, because "unknown" alone tells a person nothing.
+//
+// An allocation of the backward pass recorded with stacks="all" has only
+// C++ frames; the autograd node that made it (DivBackward0) is then its
+// callsite, as a frame whose file is BackwardFile, so that everything
+// above prints and groups it like any other line.
 package callsite
 
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -20,11 +26,14 @@ const (
 	ReasonLibraryOnly = "only library frames"
 )
 
-// Memoized per-frame decisions.
+// Memoized per-frame classes.
 const (
 	frameUnknown uint8 = iota
 	frameUser
 	frameSkipped
+	frameNode    // an autograd node's apply: user-facing when the engine runs it
+	frameEngine  // the autograd engine evaluating a node
+	frameCapture // stack capture, allocator or thread start: never worth showing
 )
 
 // Filter decides which frames are user code. It is safe for concurrent use;
@@ -35,7 +44,7 @@ type Filter struct {
 
 	mu     sync.Mutex
 	sn     *snapshot.Snapshot
-	frames []uint8 // per FrameID: frameUnknown, frameUser or frameSkipped
+	frames []uint8 // per FrameID: a frame class
 }
 
 // NewFilter builds a filter. focus is a regexp: frames whose filename or
@@ -77,23 +86,59 @@ func (f *Filter) User(fr snapshot.Frame) bool {
 	return !Library(fr)
 }
 
-// frameIsUser is User memoized per FrameID of sn. The caller holds f.mu.
-func (f *Filter) frameIsUser(sn *snapshot.Snapshot, id snapshot.FrameID) bool {
+// class is the class of frame id of sn, memoized. The caller holds f.mu.
+func (f *Filter) class(sn *snapshot.Snapshot, id snapshot.FrameID) uint8 {
 	if f.sn != sn {
 		f.sn, f.frames = sn, make([]uint8, len(sn.Frames))
 	}
-	switch f.frames[id] {
-	case frameUser:
-		return true
-	case frameSkipped:
-		return false
+	if c := f.frames[id]; c != frameUnknown {
+		return c
 	}
-	user := f.User(sn.Frames[id])
-	f.frames[id] = frameSkipped
-	if user {
-		f.frames[id] = frameUser
+	fr := sn.Frames[id]
+	c := frameSkipped
+	switch {
+	case f.User(fr):
+		c = frameUser
+	case f.ignore != nil && f.ignore.MatchString(fr.Name):
+	case nodeName(fr) != "":
+		c = frameNode
+	case engineFrame(fr):
+		c = frameEngine
+	case capture(fr):
+		c = frameCapture
 	}
-	return user
+	f.frames[id] = c
+	return c
+}
+
+// placed walks stack innermost first and calls yield with each frame a
+// person can look at: user frames, and the autograd nodes that the
+// backward engine runs (as BackwardFile frames). It stops when yield
+// returns false. The caller holds f.mu.
+func (f *Filter) placed(sn *snapshot.Snapshot, stack []snapshot.FrameID, yield func(depth int, fr snapshot.Frame) bool) {
+	engine := -1 // the outermost engine frame: nodes inside it run in backward
+	for i := len(stack) - 1; i >= 0; i-- {
+		if f.class(sn, stack[i]) == frameEngine {
+			engine = i
+			break
+		}
+	}
+	for i, fid := range stack {
+		fr := sn.Frames[fid]
+		switch f.class(sn, fid) {
+		case frameUser:
+		case frameNode:
+			if i > engine {
+				continue
+			}
+			fr = snapshot.Frame{Name: nodeName(fr), Filename: BackwardFile}
+		default:
+			continue
+		}
+		if !yield(i, fr) {
+			return
+		}
+	}
 }
 
 // Site returns the callsite of stack id.
@@ -110,25 +155,34 @@ func (f *Filter) Site(sn *snapshot.Snapshot, id snapshot.StackID) Site {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for i, fid := range stack {
-		if f.frameIsUser(sn, fid) {
-			return Site{Frame: sn.Frames[fid], Depth: i}
-		}
+	site := Site{Depth: -1}
+	f.placed(sn, stack, func(depth int, fr snapshot.Frame) bool {
+		site.Frame, site.Depth = fr, depth
+		return false
+	})
+	if site.Depth >= 0 {
+		return site
 	}
 	// Keep the innermost Python frame (the library call the user made
-	// through) rather than a C++ unwinder frame.
-	keep := 0
-	for i, fid := range stack {
-		if !native(sn.Frames[fid]) {
-			keep = i
-			break
-		}
+	// through); in C++ frames alone, the operator that allocated, else the
+	// innermost frame that is not the stack capture or the allocator, which
+	// every stack starts with, else the outermost.
+	keep := slices.IndexFunc(stack, func(fid snapshot.FrameID) bool { return !native(sn.Frames[fid]) })
+	if keep < 0 {
+		keep = slices.IndexFunc(stack, func(fid snapshot.FrameID) bool { return opCall.MatchString(sn.Frames[fid].Name) })
+	}
+	if keep < 0 {
+		keep = slices.IndexFunc(stack, func(fid snapshot.FrameID) bool { return f.class(sn, fid) != frameCapture })
+	}
+	if keep < 0 {
+		keep = len(stack) - 1
 	}
 	return Site{Frame: sn.Frames[stack[keep]], Depth: keep, Reason: ReasonLibraryOnly}
 }
 
 // UserFrames returns up to max user frames of stack id, innermost first
-// (all of them when max <= 0): the short stack a finding prints.
+// (all of them when max <= 0): the short stack a finding prints. An
+// autograd node run in backward counts as one, as in Site.
 func (f *Filter) UserFrames(sn *snapshot.Snapshot, id snapshot.StackID, max int) []snapshot.Frame {
 	if id == snapshot.NoStack {
 		return nil
@@ -136,14 +190,10 @@ func (f *Filter) UserFrames(sn *snapshot.Snapshot, id snapshot.StackID, max int)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []snapshot.Frame
-	for _, fid := range sn.Stack(id) {
-		if max > 0 && len(out) == max {
-			break
-		}
-		if f.frameIsUser(sn, fid) {
-			out = append(out, sn.Frames[fid])
-		}
-	}
+	f.placed(sn, sn.Stack(id), func(_ int, fr snapshot.Frame) bool {
+		out = append(out, fr)
+		return max <= 0 || len(out) < max
+	})
 	return out
 }
 

@@ -33,6 +33,17 @@ func TestLibrary(t *testing.T) {
 		{"CPython eval", snapshot.Frame{Name: "_PyEval_EvalFrameDefault", Filename: "Python/ceval.c", Line: 4}, true},
 		{"dispatcher", snapshot.Frame{Name: "wrapper", Filename: "build/aten/src/ATen/RegisterCUDA.py", Line: 4}, true},
 		{"C entry point", snapshot.Frame{Name: "_start", Filename: "start.S", Line: 1}, true},
+		// Windows: \ reads as /, and the standard library is a Lib folder
+		// with no version in its name.
+		{"Windows user file", snapshot.Frame{Name: "forward", Filename: `D:\Dev\assignment2-systems\cs336-basics\cs336_basics\model.py`, Line: 39}, false},
+		{"Windows user lib folder", snapshot.Frame{Name: "f", Filename: `D:\Dev\proj\lib\model.py`, Line: 3}, false},
+		{"Windows UNC user file", snapshot.Frame{Name: "main", Filename: `\\server\share\proj\train.py`, Line: 3}, false},
+		{"Windows venv torch", snapshot.Frame{Name: "einsum", Filename: `D:\Dev\assignment2-systems\.venv\Lib\site-packages\torch\functional.py`, Line: 373}, true},
+		{"Windows venv package", snapshot.Frame{Name: "rearrange", Filename: `D:\Dev\proj\.venv\Lib\site-packages\einops\einops.py`, Line: 5}, true},
+		{"Windows stdlib", snapshot.Frame{Name: "run", Filename: `C:\Users\u\AppData\Local\Programs\Python\Python311\Lib\threading.py`, Line: 982}, true},
+		{"Windows conda stdlib", snapshot.Frame{Name: "worker", Filename: `C:\Users\u\anaconda3\envs\x\Lib\multiprocessing\pool.py`, Line: 125}, true},
+		{"Windows torch checkout", snapshot.Frame{Name: "_call_impl", Filename: `D:\src\pytorch\torch\nn\modules\module.py`, Line: 1}, true},
+		{"Windows forward slashes", snapshot.Frame{Name: "einsum", Filename: "C:/Python312/Lib/site-packages/torch/functional.py", Line: 373}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,5 +201,160 @@ func TestDefaultStacks(t *testing.T) {
 			t.Errorf("String() = %q", s.String())
 		}
 		break
+	}
+}
+
+// frames builds a snapshot holding one stack of the given frames,
+// innermost first.
+func stackOf(frames ...snapshot.Frame) (*snapshot.Snapshot, snapshot.StackID) {
+	sn := snapshot.New()
+	ids := make([]snapshot.FrameID, len(frames))
+	for i, fr := range frames {
+		ids[i] = sn.InternFrame(fr)
+	}
+	return sn, sn.InternStack(ids)
+}
+
+// cpp is a C++ frame as stacks="all" records it: no line, a file base name
+// or "??".
+func cpp(name string) snapshot.Frame { return snapshot.Frame{Name: name, Filename: "??"} }
+
+// The first frames of every stacks="all" stack (copied in shape from
+// public snapshots and testdata/scenarios/out/backward_all).
+var captureFrames = []snapshot.Frame{
+	cpp("torch::unwind::unwind()"),
+	cpp("torch::CapturedTraceback::gather(bool, bool, bool)"),
+	{Name: "torch::cuda::(anonymous namespace)::gather_with_cpp()", Filename: "memory_snapshot.cpp"},
+	{Name: "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char, unsigned long, CUstream_st*)", Filename: "CUDACachingAllocator.cpp"},
+	{Name: "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)"},
+	cpp("at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>, c10::Allocator*, c10::DispatchKeySet, c10::ScalarType, std::optional<c10::MemoryFormat>)"),
+	{Name: "at::(anonymous namespace)::create_out(c10::ArrayRef<long>, c10::ArrayRef<long>, c10::TensorOptions const&)", Filename: "RegisterCUDA.cpp"},
+}
+
+// The autograd engine thread below a node.
+var engineFrames = []snapshot.Frame{
+	{Name: "torch::autograd::Node::operator()(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)"},
+	cpp("torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&, torch::autograd::Node*, torch::autograd::InputBuffer&, std::shared_ptr<torch::autograd::ReadyQueue> const&)"),
+	cpp("torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)"),
+	cpp("torch::autograd::python::PythonEngine::thread_init(int, std::shared_ptr<torch::autograd::ReadyQueue> const&, bool)"),
+	{Name: "execute_native_thread_routine", Filename: "thread48.o"},
+	cpp("pthread_condattr_setpshared"),
+	cpp("clone"),
+}
+
+func join(parts ...[]snapshot.Frame) []snapshot.Frame { return slices.Concat(parts...) }
+
+// TestBackwardStacks: a stacks="all" allocation of the backward pass has
+// C++ frames only; it is placed at the autograd node the engine ran
+// ("DivBackward0 (during backward)"), never at the unwinder that captured
+// the stack; a Python frame of the user's still wins where there is one.
+func TestBackwardStacks(t *testing.T) {
+	div := cpp("torch::autograd::generated::DivBackward0::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)")
+	acc := cpp("torch::autograd::AccumulateGrad::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)")
+	pyNode := cpp("torch::autograd::PyNode::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)")
+	bmm := cpp("at::_ops::bmm::call(at::Tensor const&, at::Tensor const&)")
+	userBackward := snapshot.Frame{Name: "backward", Filename: "/app/my_function.py", Line: 20}
+	checkpoint := snapshot.Frame{Name: "backward", Filename: "/venv/lib/python3.12/site-packages/torch/utils/checkpoint.py", Line: 300}
+	userForward := snapshot.Frame{Name: "forward", Filename: "/app/model.py", Line: 39}
+	tests := []struct {
+		name   string
+		frames []snapshot.Frame
+		want   string // Site.String()
+		known  bool
+		depth  int
+	}{
+		{"generated node", join(captureFrames, []snapshot.Frame{bmm, div}, engineFrames), "DivBackward0 (during backward)", true, len(captureFrames) + 1},
+		{"gradient accumulation", join(captureFrames, []snapshot.Frame{acc}, engineFrames), "AccumulateGrad (during backward)", true, len(captureFrames)},
+		{"node called outside the engine", join(captureFrames, []snapshot.Frame{div}), "only library frames, innermost at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>, c10::Allocator*, c10::DispatchKeySet, c10::ScalarType, std::optional<c10::MemoryFormat>) (??)", false, 5},
+		{"engine work outside a node names the operator", join(captureFrames, []snapshot.Frame{bmm}, engineFrames[1:]), "only library frames, innermost at::_ops::bmm::call(at::Tensor const&, at::Tensor const&) (??)", false, len(captureFrames)},
+		{"capture frames only", captureFrames[:4], "only library frames, innermost c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char, unsigned long, CUstream_st*) (CUDACachingAllocator.cpp)", false, 3},
+		{"no frames but capture and thread start", join(captureFrames[:2], engineFrames[4:]), "only library frames, innermost clone (??)", false, 4},
+		{"user autograd.Function", join(captureFrames, []snapshot.Frame{userBackward, pyNode}, engineFrames), "backward (/app/my_function.py:20)", true, len(captureFrames)},
+		{"checkpoint recompute", join(captureFrames, []snapshot.Frame{userForward, checkpoint, pyNode}, engineFrames), "forward (/app/model.py:39)", true, len(captureFrames)},
+		{"library autograd.Function", join(captureFrames, []snapshot.Frame{checkpoint, pyNode}, engineFrames), "only library frames, innermost backward (/venv/lib/python3.12/site-packages/torch/utils/checkpoint.py:300)", false, len(captureFrames)},
+		{"forward with C++ frames", join(captureFrames, []snapshot.Frame{bmm, userForward}), "forward (/app/model.py:39)", true, len(captureFrames) + 1},
+	}
+	f, _ := NewFilter("", "")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sn, id := stackOf(tt.frames...)
+			s := f.Site(sn, id)
+			if s.String() != tt.want || s.Known() != tt.known || s.Depth != tt.depth {
+				t.Errorf("Site = %q (known %v, depth %d), want %q (known %v, depth %d)", s, s.Known(), s.Depth, tt.want, tt.known, tt.depth)
+			}
+			user := f.UserFrames(sn, id, 0)
+			if tt.known && (len(user) == 0 || user[0] != s.Frame) {
+				t.Errorf("UserFrames = %v, want %v first", user, s.Frame)
+			}
+		})
+	}
+	// The node is placed the way a Python line is: its key groups every
+	// allocation of that node, and it reads the same once converted to
+	// JSON (where the line is 0).
+	sn, id := stackOf(join(captureFrames, []snapshot.Frame{div}, engineFrames)...)
+	s := f.Site(sn, id)
+	if s.Frame != (snapshot.Frame{Name: "DivBackward0", Filename: BackwardFile}) || s.Key() != "during backward:0:DivBackward0" {
+		t.Errorf("node site %+v, key %q", s.Frame, s.Key())
+	}
+	if ignoring, _ := NewFilter("", "DivBackward0"); ignoring.Site(sn, id).Known() {
+		t.Errorf("ignore pattern DivBackward0: the node is still the callsite")
+	}
+}
+
+// TestWindowsStack: on a Windows file the library call (einsum in
+// site-packages\torch\functional.py) is skipped and the user's line named
+// (public MAGMA27/assignment2-systems memory_snapshot.pickle, in shape).
+func TestWindowsStack(t *testing.T) {
+	venv := `D:\Dev\assignment2-systems\.venv\Lib\site-packages\`
+	sn, id := stackOf(
+		snapshot.Frame{Name: "einsum", Filename: venv + `torch\functional.py`, Line: 373},
+		snapshot.Frame{Name: "forward", Filename: `D:\Dev\assignment2-systems\cs336-basics\cs336_basics\model.py`, Line: 39},
+		snapshot.Frame{Name: "_call_impl", Filename: venv + `torch\nn\modules\module.py`, Line: 1762},
+		snapshot.Frame{Name: "main", Filename: `D:\Dev\assignment2-systems\cs336_systems\benchmarking_script.py`, Line: 69},
+	)
+	f, _ := NewFilter("", "")
+	if s := f.Site(sn, id); !s.Known() || s.Frame.Name != "forward" || s.Frame.Line != 39 {
+		t.Errorf("Site = %v, want forward (model.py:39)", s)
+	}
+	if user := f.UserFrames(sn, id, 0); len(user) != 2 || user[1].Name != "main" {
+		t.Errorf("UserFrames = %v, want forward, main", user)
+	}
+}
+
+// TestBackwardFixture: testdata/scenarios/out/backward_all (two training
+// steps recorded with stacks="all" on an H100) places every allocation of
+// the backward pass at its autograd node, and nothing at the unwinder.
+func TestBackwardFixture(t *testing.T) {
+	sn := load(t, "testdata/scenarios/out/backward_all/backward_all.pickle.gz")
+	f, _ := NewFilter("", "")
+	nodes := map[string]int{}
+	allocs, backward := 0, 0
+	for _, e := range sn.Traces[0].All() {
+		if e.Stack <= snapshot.EmptyStack {
+			continue
+		}
+		s := f.Site(sn, e.Stack)
+		if strings.Contains(s.Frame.Name, "torch::unwind::unwind") || strings.Contains(s.Frame.Name, "CapturedTraceback") {
+			t.Errorf("event %v placed at the stack capture: %v", e.Action, s)
+		}
+		if e.Action != snapshot.ActionAlloc {
+			continue
+		}
+		allocs++
+		if s.Frame.Filename == BackwardFile {
+			backward++
+			nodes[s.Frame.Name]++
+		}
+	}
+	for _, want := range []string{"DivBackward0", "MmBackward0", "SoftmaxBackward0"} { // expected.json
+		if nodes[want] == 0 {
+			t.Errorf("no allocation placed at %s (nodes %v)", want, nodes)
+		}
+	}
+	// 554 allocations: 285 with Python frames, 34 by the engine's gradient
+	// reduction outside any node, 235 inside 14 kinds of node (counted
+	// with pickle in Python).
+	if allocs != 554 || backward != 235 || len(nodes) != 14 {
+		t.Errorf("%d allocations, %d at %d nodes; want 554, 235 at 14", allocs, backward, len(nodes))
 	}
 }

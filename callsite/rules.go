@@ -26,13 +26,14 @@ var torchFileParts = []string{
 // frozen modules.
 var libraryFileParts = []string{"/torch/", "/site-packages/", "/dist-packages/", "<frozen "}
 
-// stdlibFile matches the standard library (/usr/lib/python3.12/threading.py)
-// and inductor's generated code (/tmp/torchinductor_<user>/...), which is
-// no line a person wrote.
-var stdlibFile = regexp.MustCompile(`/lib/python\d[\d.]*/|torchinductor_|/inductor_cache/`)
+// stdlibFile matches the standard library (/usr/lib/python3.12/threading.py;
+// on Windows C:/Python312/Lib/threading.py, where the folder has no version
+// and a capital L) and inductor's generated code (/tmp/torchinductor_<user>/...),
+// which is no line a person wrote.
+var stdlibFile = regexp.MustCompile(`/lib/python\d[\d.]*/|^[A-Za-z]:/(.*/)?Lib/|torchinductor_|/inductor_cache/`)
 
 // Library reports whether a default rule skips fr: everything but the
-// user's own Python code.
+// user's own Python code. Windows paths are read with / for \.
 func Library(fr snapshot.Frame) bool {
 	if native(fr) {
 		return true
@@ -47,15 +48,71 @@ func Library(fr snapshot.Frame) bool {
 			return true
 		}
 	}
+	file := strings.ReplaceAll(fr.Filename, `\`, "/")
 	for _, p := range torchFileParts {
-		if strings.Contains(fr.Filename, p) {
+		if strings.Contains(file, p) {
 			return true
 		}
 	}
 	for _, p := range libraryFileParts {
-		if strings.Contains(fr.Filename, p) {
+		if strings.Contains(file, p) {
 			return true
 		}
 	}
-	return stdlibFile.MatchString(fr.Filename)
+	return stdlibFile.MatchString(file)
+}
+
+// captureNameParts name the C++ frames that every stacks="all" stack starts
+// or ends with whatever allocated: the stack capture itself, the caching
+// allocator, and the thread's start. None of them is a place to look at.
+var captureNameParts = []string{
+	"torch::unwind::", "torch::CapturedTraceback::", "gather_with_cpp",
+	"c10::cuda::CUDACachingAllocator::", "c10::CachingDeviceAllocator::",
+	"execute_native_thread_routine", "start_thread", "__libc_start_main", "pthread_",
+}
+
+// capture reports whether fr is stack-capture, allocator or thread-start
+// machinery.
+func capture(fr snapshot.Frame) bool {
+	if fr.Name == "clone" || fr.Name == "_start" {
+		return true
+	}
+	for _, p := range captureNameParts {
+		if strings.Contains(fr.Name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// BackwardFile stands in for the file of a callsite that is an autograd
+// node run by the backward pass: such an allocation has no Python frame,
+// and the node (DivBackward0, AccumulateGrad) is the most precise place
+// there is. The callsite prints as "DivBackward0 (during backward)".
+const BackwardFile = "during backward"
+
+// autogradNode matches the apply of a node of the autograd graph, generated
+// (torch::autograd::generated::DivBackward0::apply) or not
+// (torch::autograd::AccumulateGrad::apply). PyNode, a Python
+// autograd.Function, is left out: its own Python frames name it better.
+var autogradNode = regexp.MustCompile(`^torch::autograd::(?:generated::)?([A-Za-z_]\w*)::apply\(`)
+
+// nodeName returns the autograd node fr applies, or "".
+func nodeName(fr snapshot.Frame) string {
+	m := autogradNode.FindStringSubmatch(fr.Name)
+	if m == nil || m[1] == "PyNode" {
+		return ""
+	}
+	return m[1]
+}
+
+// opCall matches the dispatcher's entry to an ATen operator
+// (at::_ops::bmm::call): in a stack of C++ frames alone, the operator that
+// allocated.
+var opCall = regexp.MustCompile(`^at::_ops::\w+::call\(`)
+
+// engineFrame reports whether fr is the autograd engine running a node of
+// the backward pass.
+func engineFrame(fr snapshot.Frame) bool {
+	return strings.HasPrefix(fr.Name, "torch::autograd::Engine::evaluate_function")
 }

@@ -53,11 +53,18 @@ type Frame struct {
 	Line     uint64 // UnknownLine when torch did not know it
 }
 
+// String is "name (file:line)"; without a line (C++ frames, torch's
+// unknown line) "name (file)", and the name alone without a file either.
+// Line 0 and UnknownLine print alike, so a frame reads the same after JSON,
+// which has no UnknownLine.
 func (f Frame) String() string {
-	if f.Line == UnknownLine {
-		return fmt.Sprintf("%s (%s:?)", f.Name, f.Filename)
+	switch {
+	case f.Line != 0 && f.Line != UnknownLine:
+		return fmt.Sprintf("%s (%s:%d)", f.Name, f.Filename, f.Line)
+	case f.Filename != "":
+		return fmt.Sprintf("%s (%s)", f.Name, f.Filename)
 	}
-	return fmt.Sprintf("%s (%s:%d)", f.Name, f.Filename, f.Line)
+	return f.Name
 }
 
 // PoolID is segment_pool_id: (0,0) is the default pool; CUDA-graph capture
