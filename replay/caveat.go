@@ -1,6 +1,10 @@
 package replay
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/vramscope/vramscope/internal/units"
+)
 
 // CaveatKind classifies what the trace alone could not show, or where it
 // disagreed with the final snapshot. Caveats are data for the report, never
@@ -9,8 +13,12 @@ type CaveatKind uint8
 
 const (
 	// BlocksBeforeRecording: blocks active in the final snapshot with no
-	// alloc in the trace; they count from the first event.
+	// alloc in the trace and no stack; they count from the first event.
 	BlocksBeforeRecording CaveatKind = iota
+	// BlocksBeforeTrace: the same, but the snapshot gives their stacks:
+	// allocated while recording, before the oldest event the trace kept
+	// (a wrapped or restarted trace, or torch 2.0's one-entry trace).
+	BlocksBeforeTrace
 	// FreesWithoutAlloc: blocks freed in the trace whose alloc is missing:
 	// allocated before recording started or lost when the ring buffer
 	// wrapped. Their size is inferred from the free's requested size.
@@ -35,7 +43,7 @@ const (
 )
 
 var caveatNames = [numCaveatKinds]string{
-	"blocks-before-recording", "frees-without-alloc", "ring-wrapped",
+	"blocks-before-recording", "blocks-before-trace", "frees-without-alloc", "ring-wrapped",
 	"segments-before-recording", "unknown-address", "layout-conflict", "final-mismatch",
 }
 
@@ -57,13 +65,15 @@ type Caveat struct {
 func (c Caveat) String() string {
 	switch c.Kind {
 	case BlocksBeforeRecording:
-		return fmt.Sprintf("%d blocks (%d bytes) were allocated before recording started; their stacks are unknown", c.Count, c.Bytes)
+		return fmt.Sprintf("%s (%s) were allocated before recording started; their stacks are unknown", units.Plural(c.Count, "block"), units.Bytes(c.Bytes))
+	case BlocksBeforeTrace:
+		return fmt.Sprintf("%s (%s) were allocated before the oldest event of the trace; the snapshot still gives their stacks", units.Plural(c.Count, "block"), units.Bytes(c.Bytes))
 	case FreesWithoutAlloc:
-		return fmt.Sprintf("%d frees (%d bytes) have no alloc in the trace (allocated before recording, or the ring buffer wrapped); first at event %d", c.Count, c.Bytes, c.Index)
+		return fmt.Sprintf("%s (%s) have no alloc in the trace (allocated before recording, or the ring buffer wrapped); first at event %d", units.Plural(c.Count, "free"), units.Bytes(c.Bytes), c.Index)
 	case RingWrapped:
 		return fmt.Sprintf("the ring buffer wrapped: %d free_completed events have no free_requested; first at event %d", c.Count, c.Index)
 	case SegmentsBeforeRecording:
-		return fmt.Sprintf("%d segment releases (%d bytes) free memory reserved before the oldest event; first at event %d", c.Count, c.Bytes, c.Index)
+		return fmt.Sprintf("%s (%s) free memory reserved before the oldest event; first at event %d", units.Plural(c.Count, "segment release"), units.Bytes(c.Bytes), c.Index)
 	case UnknownAddress:
 		return fmt.Sprintf("%d block events lie outside every known segment; first at event %d", c.Count, c.Index)
 	case LayoutConflict:

@@ -385,7 +385,11 @@ func (r *replayer) initialBlocks() []Allocation {
 			a.Free = BeforeRecording
 		}
 		out = append(out, a)
-		r.caveats.add(BlocksBeforeRecording, BeforeRecording, fb.size)
+		kind := BlocksBeforeRecording
+		if fb.stack > snapshot.EmptyStack {
+			kind = BlocksBeforeTrace
+		}
+		r.caveats.add(kind, BeforeRecording, fb.size)
 	}
 	slices.SortFunc(r.known, func(a, b knownSize) int { return cmp.Compare(a.index, b.index) })
 
