@@ -181,13 +181,22 @@ func deviceCaveats(sn *snapshot.Snapshot, dev int, trace snapshot.Trace) []Cavea
 			if orphanFrees > 0 {
 				evidence = append(evidence, fmt.Sprintf("%s without a free_requested", units.Plural(orphanFrees, "free_completed event")))
 			}
-			c := Caveat{Kind: RingWrapped, Count: lostAllocs + orphanFrees, Message: fmt.Sprintf(
-				"the trace ring buffer probably wrapped at %d events, so the oldest events are lost: %s; raise max_entries to keep them",
-				n, strings.Join(evidence, ", "))}
-			if !plausibleMaxEntries(n) {
+			c := Caveat{Kind: RingWrapped, Count: lostAllocs + orphanFrees}
+			switch wrapped, said := overflowed(sn, dev); {
+			case said && wrapped:
+				c.Message = fmt.Sprintf("the trace ring buffer wrapped at %d events, so the oldest events are lost: %s; raise max_entries to keep them",
+					n, strings.Join(evidence, ", "))
+			case !said && plausibleMaxEntries(n):
+				c.Message = fmt.Sprintf("the trace ring buffer probably wrapped at %d events, so the oldest events are lost: %s; raise max_entries to keep them",
+					n, strings.Join(evidence, ", "))
+			default:
+				why := fmt.Sprintf("%d events is no ring buffer's max_entries", n)
+				if said {
+					why = "the ring buffer did not overflow (trace_alloc_overflowed)"
+				}
 				c.Kind, c.Message = HistoryRestarted, fmt.Sprintf(
-					"the trace begins after memory that is still live was allocated: %s; %d events is no ring buffer's max_entries, so recording was turned off (which clears the history) and on again, or history was cleared",
-					strings.Join(evidence, ", "), n)
+					"the trace begins after memory that is still live was allocated: %s; %s, so recording was turned off (which clears the history) and on again, or history was cleared",
+					strings.Join(evidence, ", "), why)
 			}
 			out = append(out, c)
 		}
@@ -205,6 +214,16 @@ func deviceCaveats(sn *snapshot.Snapshot, dev int, trace snapshot.Trace) []Cavea
 		}
 	}
 	return out
+}
+
+// overflowed returns what the file says about whether device dev's ring
+// buffer overflowed: torch after 2.11 writes trace_alloc_overflowed, one
+// bool per device; said is false for older files.
+func overflowed(sn *snapshot.Snapshot, dev int) (wrapped, said bool) {
+	if per, ok := sn.Extra["trace_alloc_overflowed"].([]any); ok && dev < len(per) {
+		wrapped, said = per[dev].(bool)
+	}
+	return wrapped, said
 }
 
 // plausibleMaxEntries reports whether a trace of n events can be a wrapped

@@ -383,3 +383,31 @@ func TestJSON(t *testing.T) {
 		}
 	}
 }
+
+// Torch after 2.11 says whether each device's ring buffer overflowed
+// (trace_alloc_overflowed); where it does, that decides between a wrapped
+// and a restarted trace, whatever the trace's length.
+func TestOverflowedSaysWhichItWas(t *testing.T) {
+	for _, c := range []struct {
+		overflowed bool
+		want       CaveatKind
+		say        string
+	}{
+		{true, RingWrapped, "the trace ring buffer wrapped at 2 events"},
+		{false, HistoryRestarted, "the ring buffer did not overflow (trace_alloc_overflowed)"},
+	} {
+		b := newBuilder()
+		b.segment(0, 0x1000, 0, snapshot.Small, snapshot.PoolID{},
+			blk{512, 100, snapshot.ActiveAllocated, b.stack}, // alloc not in the trace
+			blk{2*mib - 512, 0, snapshot.Inactive, snapshot.EmptyStack})
+		b.sn.Traces = []snapshot.Trace{snapshot.NewTrace([]snapshot.Event{
+			{Action: snapshot.ActionAlloc, Addr: 0x9000, Size: 100, Stack: b.stack, TimeUS: 1},
+			{Action: snapshot.ActionFreeRequested, Addr: 0x9000, Size: 100, Stack: b.stack, TimeUS: 2},
+		}, nil)}
+		b.sn.Extra = map[string]any{"trace_alloc_overflowed": []any{c.overflowed}}
+		cs := Of(b.sn).Devices[0].Caveats
+		if len(cs) != 1 || cs[0].Kind != c.want || !strings.Contains(cs[0].Message, c.say) {
+			t.Errorf("overflowed %v: caveats %+v, want one %s saying %q", c.overflowed, cs, c.want, c.say)
+		}
+	}
+}
