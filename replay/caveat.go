@@ -65,15 +65,15 @@ type Caveat struct {
 func (c Caveat) String() string {
 	switch c.Kind {
 	case BlocksBeforeRecording:
-		return fmt.Sprintf("%s (%s) were allocated before recording started; their stacks are unknown", units.Plural(c.Count, "block"), units.Bytes(c.Bytes))
+		return fmt.Sprintf("allocated before recording started: %s (%s), whose stacks are unknown", units.Plural(c.Count, "live block"), units.Bytes(c.Bytes))
 	case BlocksBeforeTrace:
-		return fmt.Sprintf("%s (%s) were allocated before the oldest event of the trace; the snapshot still gives their stacks", units.Plural(c.Count, "block"), units.Bytes(c.Bytes))
+		return fmt.Sprintf("allocated before the oldest event of the trace: %s (%s), whose stacks the snapshot still gives", units.Plural(c.Count, "live block"), units.Bytes(c.Bytes))
 	case FreesWithoutAlloc:
-		return fmt.Sprintf("%s (%s) have no alloc in the trace (allocated before recording, or the ring buffer wrapped); first at event %d", units.Plural(c.Count, "free"), units.Bytes(c.Bytes), c.Index)
+		return fmt.Sprintf("no alloc in the trace (allocated before recording, or the ring buffer wrapped) for %s (%s); first at event %d", units.Plural(c.Count, "freed block"), units.Bytes(c.Bytes), c.Index)
 	case RingWrapped:
 		return fmt.Sprintf("the ring buffer wrapped: %d free_completed events have no free_requested; first at event %d", c.Count, c.Index)
 	case SegmentsBeforeRecording:
-		return fmt.Sprintf("%s (%s) free memory reserved before the oldest event; first at event %d", units.Plural(c.Count, "segment release"), units.Bytes(c.Bytes), c.Index)
+		return fmt.Sprintf("memory reserved before the oldest event, released by %s (%s); first at event %d", units.Plural(c.Count, "segment release"), units.Bytes(c.Bytes), c.Index)
 	case UnknownAddress:
 		return fmt.Sprintf("%d block events lie outside every known segment; first at event %d", c.Count, c.Index)
 	case LayoutConflict:

@@ -164,8 +164,8 @@ func TestCaveatsOfLiveBlocks(t *testing.T) {
 		kind CaveatKind
 		text string
 	}{
-		{"ring.pickle", BlocksBeforeTrace, "15 blocks (185.50 MiB) were allocated before the oldest event of the trace; the snapshot still gives their stacks"},
-		{"prehistory.pickle", BlocksBeforeRecording, "2 blocks (6.00 MiB) were allocated before recording started; their stacks are unknown"},
+		{"ring.pickle", BlocksBeforeTrace, "allocated before the oldest event of the trace: 15 live blocks (185.50 MiB), whose stacks the snapshot still gives"},
+		{"prehistory.pickle", BlocksBeforeRecording, "allocated before recording started: 2 live blocks (6.00 MiB), whose stacks are unknown"},
 	} {
 		tl, err := Device(readFixture(t, c.file), 0)
 		if err != nil {
