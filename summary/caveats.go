@@ -228,13 +228,14 @@ func overflowed(sn *snapshot.Snapshot, dev int) (wrapped, said bool) {
 
 // plausibleMaxEntries reports whether a trace of n events can be a wrapped
 // ring buffer: one holds exactly max_entries events, and people pass round
-// numbers (25, 1000, 100000, 2**16), never 8694.
+// numbers (25, 1000, 250000, 2**16), not 7600 or 8694 (public traces that
+// were restarted, beside sibling files of other lengths).
 func plausibleMaxEntries(n int) bool {
 	if n&(n-1) == 0 {
 		return true
 	}
-	for n >= 100 && n%10 == 0 {
+	for n >= 10 && n%10 == 0 {
 		n /= 10
 	}
-	return n < 100
+	return n < 10 || n == 15 || n == 25 || n == 75
 }

@@ -352,8 +352,8 @@ func TestCaveatsFitTheFormat(t *testing.T) {
 
 func TestPlausibleMaxEntries(t *testing.T) {
 	for n, want := range map[int]bool{
-		1: true, 25: true, 97: true, 1000: true, 100_000: true, 4096: true, 1 << 20: true, 250_000: true,
-		101: false, 8694: false, 19_052: false, 100_001: false, 4097: false,
+		1: true, 25: true, 1000: true, 5000: true, 100_000: true, 4096: true, 1 << 20: true, 250_000: true, 750: true,
+		97: false, 101: false, 7600: false, 8694: false, 19_052: false, 100_001: false, 4097: false,
 	} {
 		if got := plausibleMaxEntries(n); got != want {
 			t.Errorf("plausibleMaxEntries(%d) = %v, want %v", n, got, want)
