@@ -50,7 +50,7 @@ func writeExplanation(w io.Writer, in inputs.Input, reports []*diagnose.DeviceRe
 		for _, fd := range r.Findings {
 			p("    [%s] %s: %s\n", fd.Severity, fd.Kind, fd.Title)
 			if fd.Callsite != nil {
-				p("      at %s (%s:%d)\n", fd.Callsite.Function, fd.Callsite.File, fd.Callsite.Line)
+				p("      at %s\n", frameText(*fd.Callsite))
 			}
 			p("      fix: %s\n", fd.Fix)
 		}

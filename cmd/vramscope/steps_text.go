@@ -129,7 +129,7 @@ func writeLeakFinding(b *strings.Builder, f diagnose.Finding) {
 		if i == 0 {
 			verb = "at"
 		}
-		fmt.Fprintf(b, "    %s %s (%s:%d)\n", verb, fr.Function, fr.File, fr.Line)
+		fmt.Fprintf(b, "    %s %s\n", verb, frameText(fr))
 	}
 	// Evidence is an open map: checked assertions print what is there
 	// rather than panic on a finding built with other types.
