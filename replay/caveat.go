@@ -19,6 +19,9 @@ const (
 	// allocated while recording, before the oldest event the trace kept
 	// (a wrapped or restarted trace, or torch 2.0's one-entry trace).
 	BlocksBeforeTrace
+	// NoTrace: the device has no trace at all (history off, or a pickled
+	// memory_snapshot() list): the live blocks are the whole story.
+	NoTrace
 	// FreesWithoutAlloc: blocks freed in the trace whose alloc is missing:
 	// allocated before recording started or lost when the ring buffer
 	// wrapped. Their size is inferred from the free's requested size.
@@ -43,7 +46,7 @@ const (
 )
 
 var caveatNames = [numCaveatKinds]string{
-	"blocks-before-recording", "blocks-before-trace", "frees-without-alloc", "ring-wrapped",
+	"blocks-before-recording", "blocks-before-trace", "no-trace", "frees-without-alloc", "ring-wrapped",
 	"segments-before-recording", "unknown-address", "layout-conflict", "final-mismatch",
 }
 
@@ -68,6 +71,8 @@ func (c Caveat) String() string {
 		return fmt.Sprintf("allocated before recording started: %s (%s), whose stacks are unknown", units.Plural(c.Count, "live block"), units.Bytes(c.Bytes))
 	case BlocksBeforeTrace:
 		return fmt.Sprintf("allocated before the oldest event of the trace: %s (%s), whose stacks the snapshot still gives", units.Plural(c.Count, "live block"), units.Bytes(c.Bytes))
+	case NoTrace:
+		return fmt.Sprintf("no trace events: only the final state is known, %s (%s)", units.Plural(c.Count, "live block"), units.Bytes(c.Bytes))
 	case FreesWithoutAlloc:
 		return fmt.Sprintf("no alloc in the trace (allocated before recording, or the ring buffer wrapped) for %s (%s); first at event %d", units.Plural(c.Count, "freed block"), units.Bytes(c.Bytes), c.Index)
 	case RingWrapped:

@@ -386,7 +386,10 @@ func (r *replayer) initialBlocks() []Allocation {
 		}
 		out = append(out, a)
 		kind := BlocksBeforeRecording
-		if fb.stack > snapshot.EmptyStack {
+		switch {
+		case r.tr.Len() == 0:
+			kind = NoTrace
+		case fb.stack > snapshot.EmptyStack:
 			kind = BlocksBeforeTrace
 		}
 		r.caveats.add(kind, BeforeRecording, fb.size)
