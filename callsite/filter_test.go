@@ -42,6 +42,11 @@ func TestLibrary(t *testing.T) {
 		{"Windows venv package", snapshot.Frame{Name: "rearrange", Filename: `D:\Dev\proj\.venv\Lib\site-packages\einops\einops.py`, Line: 5}, true},
 		{"Windows stdlib", snapshot.Frame{Name: "run", Filename: `C:\Users\u\AppData\Local\Programs\Python\Python311\Lib\threading.py`, Line: 982}, true},
 		{"Windows conda stdlib", snapshot.Frame{Name: "worker", Filename: `C:\Users\u\anaconda3\envs\x\Lib\multiprocessing\pool.py`, Line: 125}, true},
+		{"Windows conda base stdlib", snapshot.Frame{Name: "run", Filename: `C:\Users\u\anaconda3\Lib\threading.py`, Line: 982}, true},
+		{"Windows uv stdlib", snapshot.Frame{Name: "inner", Filename: `C:\Users\Zidong\AppData\Roaming\uv\python\cpython-3.10.19-windows-x86_64-none\lib\contextlib.py`, Line: 79}, true},
+		{"Windows lower-case site-packages", snapshot.Frame{Name: "_call_impl", Filename: `C:\Users\u\AppData\Local\Programs\Python\Python310\lib\site-packages\torch\nn\modules\module.py`, Line: 1501}, true},
+		{"Windows user lib folder under a drive root", snapshot.Frame{Name: "f", Filename: `C:\lib\model.py`, Line: 3}, false},
+		{"user lib folder in a python folder", snapshot.Frame{Name: "f", Filename: "/home/u/python/lib/model.py", Line: 3}, false},
 		{"Windows torch checkout", snapshot.Frame{Name: "_call_impl", Filename: `D:\src\pytorch\torch\nn\modules\module.py`, Line: 1}, true},
 		{"Windows forward slashes", snapshot.Frame{Name: "einsum", Filename: "C:/Python312/Lib/site-packages/torch/functional.py", Line: 373}, true},
 	}

@@ -26,11 +26,14 @@ var torchFileParts = []string{
 // frozen modules.
 var libraryFileParts = []string{"/torch/", "/site-packages/", "/dist-packages/", "<frozen "}
 
-// stdlibFile matches the standard library (/usr/lib/python3.12/threading.py;
-// on Windows C:/Python312/Lib/threading.py, where the folder has no version
-// and a capital L) and inductor's generated code (/tmp/torchinductor_<user>/...),
-// which is no line a person wrote.
-var stdlibFile = regexp.MustCompile(`/lib/python\d[\d.]*/|^[A-Za-z]:/(.*/)?Lib/|torchinductor_|/inductor_cache/`)
+// stdlibFile matches the standard library and inductor's generated code
+// (/tmp/torchinductor_<user>/...), which is no line a person wrote. The
+// standard library is /usr/lib/python3.12/threading.py on Linux; on Windows
+// it is the Lib (or lib) folder of a Python install, whose folder has no
+// version (C:/Python312/Lib, .../Programs/Python/Python311/Lib, uv's
+// .../cpython-3.10.19-windows-x86_64-none/lib, conda's anaconda3/Lib and
+// anaconda3/envs/NAME/Lib), while a project's own lib folder is user code.
+var stdlibFile = regexp.MustCompile(`/lib/python\d[\d.]*/|(?i:/(python\d+|cpython-[^/]*|anaconda\d*|miniconda\d*|miniforge\d*|mambaforge|envs/[^/]+)/lib/)|torchinductor_|/inductor_cache/`)
 
 // Library reports whether a default rule skips fr: everything but the
 // user's own Python code. Windows paths are read with / for \.
