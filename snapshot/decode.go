@@ -108,10 +108,12 @@ type builder struct {
 	lastStreamRaw int64
 	lastStream    StreamID
 	sawHistory    bool
-	// blocksWithAddress counts blocks that carry "address" (torch 2.1+);
-	// blocks counts them all.
-	blocksWithAddress, blocks int
-	foreignKey                bool // a dict key was KindForeign (split.go)
+	foreignKey    bool // a dict key was KindForeign (split.go)
+
+	// blocks counts the blocks, withAddress those that carry "address"
+	// (torch 2.1+): how finish tells the format.
+	blocks, withAddress int
+
 	// foreignStacks are the memo ids of the head's frames lists that a
 	// tail's entries name, by pseudo stack id (split.go).
 	foreignStacks  []uint64
@@ -725,7 +727,7 @@ func (b *builder) closeBlock(d *dictB) (pickle.Value, error) {
 		return pickle.Value{}, err
 	}
 	if d.set.has(kAddress) {
-		b.blocksWithAddress++
+		b.withAddress++
 	}
 	// torch 1.13 and 2.0 keep a block's allocations in "history", newest
 	// first (the allocator's history chain starts at the latest one, and

@@ -14,7 +14,7 @@ func (b *builder) finish(top pickle.Value) error {
 	switch top.Kind {
 	case vRange, vEmpty:
 		sn.Generation = GenLegacyList
-		if b.blocksWithAddress > 0 {
+		if b.withAddress > 0 {
 			sn.Generation = GenSegmentList
 		}
 		segs, err := b.segmentsOf(top)
@@ -31,7 +31,7 @@ func (b *builder) finish(top pickle.Value) error {
 	// torch 2.0 file (history or not: blocks without allocations in their
 	// history, or recorded with history off, have none).
 	sn.Generation = GenModern
-	if b.blocks > 0 && b.blocksWithAddress == 0 || b.sawHistory {
+	if b.blocks > 0 && b.withAddress == 0 || b.sawHistory {
 		sn.Generation = GenHistory
 	}
 	kv := b.dicts[top.N]
