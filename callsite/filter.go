@@ -23,6 +23,10 @@ import (
 const (
 	ReasonNoStack     = "no stack recorded (context=None or an action without frames)"
 	ReasonEmptyStack  = `empty stack (allocated before recording started, or by the autograd thread with stacks="python")`
+	// ReasonEmptyStackAll is ReasonEmptyStack in a snapshot recorded with
+	// stacks="all", whose backward allocations have C++ stacks: only the
+	// first half can apply.
+	ReasonEmptyStackAll = "empty stack (allocated before recording started)"
 	ReasonLibraryOnly = "only library frames"
 )
 
@@ -45,6 +49,8 @@ type Filter struct {
 	mu     sync.Mutex
 	sn     *snapshot.Snapshot
 	frames []uint8 // per FrameID: a frame class
+	// emptyStack is the reason an empty stack of sn gets.
+	emptyStack string
 }
 
 // NewFilter builds a filter. focus is a regexp: frames whose filename or
@@ -88,9 +94,7 @@ func (f *Filter) User(fr snapshot.Frame) bool {
 
 // class is the class of frame id of sn, memoized. The caller holds f.mu.
 func (f *Filter) class(sn *snapshot.Snapshot, id snapshot.FrameID) uint8 {
-	if f.sn != sn {
-		f.sn, f.frames = sn, make([]uint8, len(sn.Frames))
-	}
+	f.see(sn)
 	if c := f.frames[id]; c != frameUnknown {
 		return c
 	}
@@ -109,6 +113,20 @@ func (f *Filter) class(sn *snapshot.Snapshot, id snapshot.FrameID) uint8 {
 	}
 	f.frames[id] = c
 	return c
+}
+
+// see resets the memo for sn when it is not the snapshot last seen. The
+// caller holds f.mu.
+func (f *Filter) see(sn *snapshot.Snapshot) {
+	if f.sn == sn {
+		return
+	}
+	f.sn, f.frames = sn, make([]uint8, len(sn.Frames))
+	f.emptyStack = ReasonEmptyStack
+	// stacks="all" puts the stack capture's own frames in every stack.
+	if slices.ContainsFunc(sn.Frames, func(fr snapshot.Frame) bool { return strings.HasPrefix(fr.Name, "torch::CapturedTraceback::gather") }) {
+		f.emptyStack = ReasonEmptyStackAll
+	}
 }
 
 // placed walks stack innermost first and calls yield with each frame a
@@ -143,18 +161,16 @@ func (f *Filter) placed(sn *snapshot.Snapshot, stack []snapshot.FrameID, yield f
 
 // Site returns the callsite of stack id.
 func (f *Filter) Site(sn *snapshot.Snapshot, id snapshot.StackID) Site {
-	switch id {
-	case snapshot.NoStack:
+	if id == snapshot.NoStack {
 		return Site{Depth: -1, Reason: ReasonNoStack}
-	case snapshot.EmptyStack:
-		return Site{Depth: -1, Reason: ReasonEmptyStack}
-	}
-	stack := sn.Stack(id)
-	if len(stack) == 0 {
-		return Site{Depth: -1, Reason: ReasonEmptyStack}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	stack := sn.Stack(id)
+	if len(stack) == 0 {
+		f.see(sn)
+		return Site{Depth: -1, Reason: f.emptyStack}
+	}
 	site := Site{Depth: -1}
 	f.placed(sn, stack, func(depth int, fr snapshot.Frame) bool {
 		site.Frame, site.Depth = fr, depth

@@ -155,8 +155,15 @@ func TestDefaultStacks(t *testing.T) {
 	if s := f.Site(sn, snapshot.NoStack); s.Known() || s.Reason != ReasonNoStack || s.Depth != -1 {
 		t.Errorf("NoStack: %+v", s)
 	}
-	if s := f.Site(sn, snapshot.EmptyStack); s.Known() || s.Reason != ReasonEmptyStack || s.String() != ReasonEmptyStack {
+	// default.pickle was recorded with stacks="all": an empty stack cannot
+	// be the autograd thread's.
+	if s := f.Site(sn, snapshot.EmptyStack); s.Known() || s.Reason != ReasonEmptyStackAll || s.String() != ReasonEmptyStackAll {
 		t.Errorf("EmptyStack: %+v", s)
+	}
+	// train.pickle, with stacks="python", has backward allocations with
+	// empty stacks (research note, section 1.8).
+	if s := f.Site(load(t, "snapshot/testdata/format/train.pickle"), snapshot.EmptyStack); s.Reason != ReasonEmptyStack {
+		t.Errorf("EmptyStack with stacks=\"python\": %+v", s)
 	}
 	noWorkload, _ := NewFilter("", "^workload$")
 	gemm, _ := NewFilter("gemm_internal", "")
