@@ -21,13 +21,13 @@ import (
 
 // Reasons given for stacks that have no user frame.
 const (
-	ReasonNoStack     = "no stack recorded (context=None or an action without frames)"
-	ReasonEmptyStack  = `empty stack (allocated before recording started, or by the autograd thread with stacks="python")`
+	ReasonNoStack    = "no stack recorded (context=None or an action without frames)"
+	ReasonEmptyStack = `empty stack (allocated before recording started, or by the autograd thread with stacks="python")`
 	// ReasonEmptyStackAll is ReasonEmptyStack in a snapshot recorded with
 	// stacks="all", whose backward allocations have C++ stacks: only the
 	// first half can apply.
 	ReasonEmptyStackAll = "empty stack (allocated before recording started)"
-	ReasonLibraryOnly = "only library frames"
+	ReasonLibraryOnly   = "only library frames"
 )
 
 // Memoized per-frame classes.
