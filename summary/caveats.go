@@ -149,10 +149,17 @@ func deviceCaveats(sn *snapshot.Snapshot, dev int, trace snapshot.Trace) []Cavea
 		out = append(out, Caveat{Kind: NoTrace, Message: "no trace events: the file is a bare list of segments (torch.cuda.memory_snapshot() pickled, or torch <= 1.13), which holds none; only the final state is known (torch.cuda.memory._dump_snapshot() keeps the history)"})
 	case n == 0:
 		out = append(out, Caveat{Kind: NoTrace, Message: "no trace events: memory history was not being recorded (or was turned off, which clears it, before the dump); only the final state is known"})
-	case n == 1 && sn.Generation == snapshot.GenHistory:
-		out = append(out, Caveat{Kind: StateOnly, Count: 1, Message: "the trace holds a single event: torch 2.0's _record_memory_history(True) keeps one trace entry unless trace_alloc_max_entries raises it; blocks keep the stacks of their allocations, but there is no history"})
 	case n == 1:
-		out = append(out, Caveat{Kind: StateOnly, Count: 1, Message: `the trace holds a single event: recorded with _record_memory_history(enabled="state") (or the legacy _record_memory_history(True) with its default trace_alloc_max_entries=1), which keeps stacks of live blocks but no history`})
+		kept := "only the final state"
+		if blockStacks > 0 {
+			kept = "only the final state and the stacks of live blocks"
+		}
+		why := `_record_memory_history(enabled="state") records so, as does max_entries=1 (the legacy API's default)`
+		if sn.Generation == snapshot.GenHistory {
+			why = "torch 2.0's _record_memory_history(True) keeps one event unless trace_alloc_max_entries raises it"
+		}
+		out = append(out, Caveat{Kind: StateOnly, Count: 1, Message: fmt.Sprintf(
+			"the trace holds a single event: there is no history, %s; %s", kept, why)})
 	}
 
 	if eventStacks == 0 && blockStacks == 0 {

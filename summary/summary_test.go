@@ -328,7 +328,7 @@ func TestCaveatsFitTheFormat(t *testing.T) {
 		say, notSay string
 	}{
 		{"2.0, one event", snapshot.GenHistory, []snapshot.Event{{Action: snapshot.ActionSnapshot}},
-			StateOnly, "torch 2.0's _record_memory_history(True) keeps one trace entry", `enabled="state"`},
+			StateOnly, "there is no history, only the final state and the stacks of live blocks; torch 2.0's _record_memory_history(True) keeps one event", `enabled="state"`},
 		{"2.1+, one event", snapshot.GenModern, []snapshot.Event{{Action: snapshot.ActionSnapshot}},
 			StateOnly, `enabled="state"`, "torch 2.0"},
 		{"memory_snapshot() list", snapshot.GenSegmentList, nil,
