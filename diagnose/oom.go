@@ -163,18 +163,20 @@ func (r *OOMReport) whyNot(sn *snapshot.Snapshot, c FreeClass, maxSplit uint64) 
 // maxTop is how many live callsites an explanation names.
 const maxTop = 3
 
-// Explanation is the report's plain paragraph.
-func (r *OOMReport) Explanation() string {
+// facts are the oom event's numbers for the explanation it shares with
+// pasted messages. A trace records neither the GPU's capacity nor the cap:
+// a device with room for the segment means a cap refused it.
+func (r *OOMReport) facts() oomFacts {
 	o := oomFacts{
-		who:        "the program",
-		request:    r.Rounded,
-		segment:    r.SegmentSize,
-		allocated:  r.Frag.Allocated,
-		reserved:   r.Frag.Reserved,
-		trapped:    r.Frag.Unallocated(),
-		deviceFree: r.DeviceFree,
-		fraction:   r.FractionLimited,
-		expandable: r.Expandable,
+		who:         "the program",
+		request:     r.Rounded,
+		segment:     new(int64(r.SegmentSize)),
+		allocated:   new(r.Frag.Allocated),
+		reserved:    new(r.Frag.Reserved),
+		trapped:     new(r.Frag.Unallocated()),
+		free:        new(int64(r.DeviceFree)),
+		capInferred: r.FractionLimited,
+		expandable:  r.Expandable,
 	}
 	if r.Site.Known() {
 		o.who = r.Site.Frame.String()
@@ -188,7 +190,16 @@ func (r *OOMReport) Explanation() string {
 	for _, g := range r.Live[:min(len(r.Live), maxTop)] {
 		o.top = append(o.top, fmt.Sprintf("%s (%s in %d)", siteName(g.Site), units.Bytes(g.Bytes), g.Count))
 	}
-	return o.paragraph()
+	return o
+}
+
+// Cause decides the OOM's cause, as for a pasted message.
+func (r *OOMReport) Cause() OOMCause { return r.facts().decide() }
+
+// Explanation is the report's plain paragraph.
+func (r *OOMReport) Explanation() string {
+	o := r.facts()
+	return o.paragraph(o.decide())
 }
 
 // bestCandidate is the free block closest to serving the request: the
@@ -226,6 +237,7 @@ func (r *OOMReport) Findings() []Finding {
 		},
 		Fix: r.Explanation(),
 	}
+	r.Cause().evidence(fd.Evidence)
 	if c, ok := r.bestCandidate(); ok {
 		fd.Evidence["largest_free_block_bytes"] = c.Largest
 		fd.Evidence["largest_free_block_why"] = c.Why

@@ -42,7 +42,7 @@ func Detect(data []byte) Format {
 	switch {
 	case isMemoryLog(data):
 		return FormatCSV
-	case oomStart.Match(data):
+	case ContainsOOM(data):
 		return FormatOOM
 	case summaryTitle.Match(data):
 		return FormatSummary

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,7 +49,8 @@ func TestOOMGolden(t *testing.T) {
 }
 
 // TestOOMJSON checks that --json prints the explanation the text report
-// prints, with the message's numbers under their _bytes keys.
+// prints, with the message's facts under their _bytes keys, absent facts
+// absent, and the cause.
 func TestOOMJSON(t *testing.T) {
 	code, stdout, stderr := runCmd("oom", "--json", seed002OOM)
 	if code != exitOK {
@@ -56,12 +58,12 @@ func TestOOMJSON(t *testing.T) {
 	}
 	var got struct {
 		Messages []struct {
-			Message struct {
-				Wording         string `json:"wording"`
-				TriedToAllocate int64  `json:"tried_to_allocate_bytes"`
-			} `json:"message"`
-			Trapped     int64  `json:"trapped_bytes"`
-			Explanation string `json:"explanation"`
+			Message map[string]any `json:"message"`
+			// In a container NVML lists this process by its host pid.
+			ThisProcessPID *int     `json:"this_process_pid"`
+			Cause          string   `json:"cause"`
+			Contributing   []string `json:"contributing"`
+			Explanation    string   `json:"explanation"`
 		} `json:"messages"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
@@ -77,8 +79,28 @@ func TestOOMJSON(t *testing.T) {
 	}
 	want := diagnose.ExplainMessage(msgs[0])
 	_, text, _ := runCmd("oom", seed002OOM)
-	if m.Message.Wording != "torch >= 2.3" || m.Message.TriedToAllocate != int64(want.Message.TriedToAllocate) ||
-		m.Trapped != want.Trapped || m.Explanation != want.Explanation || !strings.Contains(text, m.Explanation) {
+	_, hasAllowed := m.Message["allowed_bytes"]
+	if m.Message["wording"] != "torch >= 2.3" || m.Message["tried_to_allocate_bytes"] != float64(*want.Message.TriedToAllocate) || hasAllowed ||
+		m.ThisProcessPID == nil || *m.ThisProcessPID != 428408 || m.Cause != "peak" || !slices.Equal(m.Contributing, []string{"fragmentation"}) ||
+		m.Explanation != want.Explanation || !strings.Contains(text, m.Explanation) || !strings.Contains(text, "cause: peak") {
 		t.Errorf("got %+v, want %+v; text report:\n%s", m, want, text)
+	}
+}
+
+// TestOOMEveryWording runs oom on one real message of each source: every
+// one is explained, none is "not an OOM message".
+func TestOOMEveryWording(t *testing.T) {
+	fromRepoRoot(t)
+	for _, c := range []struct{ file, cause string }{
+		{"008-gtad-cached.txt", "cause: peak"},
+		{"039-cudamallocasync-device-limit.txt", "cause: fragmentation"},
+		{"056-iim-cuda-error-oom.txt", "cause: outside_allocator"},
+		{"064-nccl-calloc-oom-multinode.txt", "cause: outside_allocator"},
+		{"109-llamafactory-wrong-gpu-26gib-elsewhere.txt", "cause: other_processes"},
+	} {
+		code, stdout, stderr := runCmd("oom", "--file", "testdata/oom/"+c.file)
+		if code != exitOK || !strings.Contains(stdout, c.cause) {
+			t.Errorf("%s: exit %d, stderr %q, output lacks %q:\n%s", c.file, code, stderr, c.cause, stdout)
+		}
 	}
 }
