@@ -65,12 +65,12 @@ func (a *Analyzer) AddMemorySummaries(in inputs.Input, sums []memlog.MemorySumma
 
 // AddOOMMessages adds the out-of-memory messages found in one text file.
 func (a *Analyzer) AddOOMMessages(in inputs.Input, msgs []memlog.OOMMessage) {
-	a.addText(&textDigest{in: in, kind: "OOM message", ooms: msgs})
+	a.addText(oomDigests(in, msgs)...)
 }
 
-func (a *Analyzer) addText(t *textDigest) {
+func (a *Analyzer) addText(ts ...*textDigest) {
 	a.mu.Lock()
-	a.texts = append(a.texts, t)
+	a.texts = append(a.texts, ts...)
 	a.mu.Unlock()
 }
 

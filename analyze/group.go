@@ -22,30 +22,27 @@ type processGroup struct {
 // group sorts inputs into processes. A name with a rank or pid decides
 // (rank and pid, not the tag: verl's actor and rollout dumps of one
 // process carry different tags). Snapshots without one are grouped by file
-// stem, so step2/snap.pickle and step3/snap.pickle are one process. A text
-// file without one joins the only process whose tag or stem starts its
-// name, else the only process there is, else stands alone.
+// stem, so step2/snap.pickle and step3/snap.pickle are one process. A
+// memory log without one joins the only process whose tag or stem starts
+// its name, else the only process there is, else stands alone.
+//
+// Files of OOM messages are not processes: messages of different files
+// are different processes unless the names, or the rank and pid of the
+// messages' log prefixes, say they are one. A file without identity joins
+// the snapshot process its name starts with, or the only snapshot process
+// (the OOM message saved beside a snapshot dumped on OOM); else it stands
+// alone, one process per rank or pid its prefixes name.
 func group(snaps []*digest, texts []*textDigest) []*processGroup {
 	// Inputs arrive in decoding order, which parallel decoding shuffles.
 	snaps = slices.SortedFunc(slices.Values(snaps), func(a, b *digest) int { return cmp.Compare(a.in.Path, b.in.Path) })
-	texts = slices.SortedFunc(slices.Values(texts), func(a, b *textDigest) int { return cmp.Compare(a.in.Path, b.in.Path) })
+	texts = slices.SortedStableFunc(slices.Values(texts), func(a, b *textDigest) int { return cmp.Compare(a.in.Path, b.in.Path) })
 
 	byID := map[string]*processGroup{}
 	var order []*processGroup
-	get := func(in inputs.Input) *processGroup {
-		id := identityID(in.Identity)
-		if id == "" {
-			id = stem(in.Path)
-		}
+	getID := func(id string, in inputs.Input, rank, pid *int) *processGroup {
 		g := byID[id]
 		if g == nil {
-			g = &processGroup{id: id}
-			if in.HasRank {
-				g.rank = &in.Rank
-			}
-			if in.HasPID {
-				g.pid = &in.PID
-			}
+			g = &processGroup{id: id, rank: rank, pid: pid}
 			byID[id] = g
 			order = append(order, g)
 		}
@@ -54,23 +51,51 @@ func group(snaps []*digest, texts []*textDigest) []*processGroup {
 		}
 		return g
 	}
+	get := func(in inputs.Input) *processGroup {
+		id := identityID(in.Identity)
+		if id == "" {
+			id = stem(in.Path)
+		}
+		var rank, pid *int
+		if in.HasRank {
+			rank = &in.Rank
+		}
+		if in.HasPID {
+			pid = &in.PID
+		}
+		return getID(id, in, rank, pid)
+	}
 	for _, d := range snaps {
 		g := get(d.in)
 		g.snaps = append(g.snaps, d)
 	}
-	var unnamed []*textDigest
+	snapGroups := slices.Clone(order)
+	var unnamed, unnamedOOMs []*textDigest
 	for _, t := range texts {
-		if identityID(t.in.Identity) == "" {
+		switch {
+		case identityID(t.in.Identity) != "":
+			g := get(t.in)
+			g.texts = append(g.texts, t)
+		case t.rank != nil && t.pid != nil:
+			g := getID(fmt.Sprintf("rank%d/pid%d", *t.rank, *t.pid), t.in, t.rank, t.pid)
+			g.texts = append(g.texts, t)
+		case len(t.ooms) > 0:
+			unnamedOOMs = append(unnamedOOMs, t)
+		default:
 			unnamed = append(unnamed, t)
-			continue
 		}
-		g := get(t.in)
-		g.texts = append(g.texts, t)
 	}
 	for _, t := range unnamed {
-		g := matchByName(order, stem(t.in.Path))
+		g := matchByName(order, stem(t.in.Path), true)
 		if g == nil {
 			g = get(t.in)
+		}
+		g.texts = append(g.texts, t)
+	}
+	for _, t := range unnamedOOMs {
+		g := matchByName(snapGroups, stem(t.in.Path), t.rank == nil && t.pid == nil)
+		if g == nil {
+			g = getID(oomFileID(t, byID), t.in, t.rank, t.pid)
 		}
 		g.texts = append(g.texts, t)
 	}
@@ -82,8 +107,9 @@ func group(snaps []*digest, texts []*textDigest) []*processGroup {
 	return order
 }
 
-// matchByName picks the process a text file without identity belongs to.
-func matchByName(groups []*processGroup, name string) *processGroup {
+// matchByName picks the process a text file without identity belongs to:
+// the one whose id or tag starts its name, else, with only, the only one.
+func matchByName(groups []*processGroup, name string, only bool) *processGroup {
 	var match *processGroup
 	for _, g := range groups {
 		prefixes := append([]string{g.id}, g.tags...)
@@ -94,10 +120,27 @@ func matchByName(groups []*processGroup, name string) *processGroup {
 			match = g
 		}
 	}
-	if match == nil && len(groups) == 1 {
+	if match == nil && only && len(groups) == 1 {
 		return groups[0]
 	}
 	return match
+}
+
+// oomFileID names the process of an OOM-message file without identity:
+// its stem, with the rank or pid its prefixes name, made unique among the
+// processes already named (a/oom.txt and b/oom.txt are two processes).
+func oomFileID(t *textDigest, byID map[string]*processGroup) string {
+	id := stem(t.in.Path)
+	if t.rank != nil {
+		id += fmt.Sprintf("/rank%d", *t.rank)
+	}
+	if t.pid != nil {
+		id += fmt.Sprintf("/pid%d", *t.pid)
+	}
+	if g := byID[id]; g == nil || slices.ContainsFunc(g.texts, func(o *textDigest) bool { return o.in.Path == t.in.Path }) {
+		return id
+	}
+	return filepath.ToSlash(t.in.Path) + strings.TrimPrefix(id, stem(t.in.Path))
 }
 
 // identityID names a process from its file names, or "" when they do not.

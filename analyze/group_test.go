@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vramscope/vramscope/inputs"
+	"github.com/vramscope/vramscope/memlog"
 )
 
 func TestGroup(t *testing.T) {
@@ -13,6 +14,14 @@ func TestGroup(t *testing.T) {
 	}
 	text := func(path string) *textDigest {
 		return &textDigest{in: inputs.Input{Path: path, Identity: inputs.ParseIdentity(path)}}
+	}
+	// oom is a file's OOM messages of one process, as oomDigests splits
+	// them; rank and pid come from the messages' log prefixes.
+	oom := func(path string, rank, pid *int) *textDigest {
+		t := text(path)
+		t.ooms = []memlog.OOMMessage{{Rank: rank, PID: pid}}
+		t.rank, t.pid = rank, pid
+		return t
 	}
 	tests := []struct {
 		name  string
@@ -46,6 +55,30 @@ func TestGroup(t *testing.T) {
 			texts: []*textDigest{text("oom_message.txt")},
 			want:  map[string][]string{"frag_oom": {"frag_oom.pickle.gz", "oom_message.txt"}},
 			order: []string{"frag_oom"}},
+		{name: "the OOM message saved beside the only snapshot joins it",
+			snaps: []*digest{snap("frag_oom.pickle.gz", 0)},
+			texts: []*textDigest{oom("oom_message.txt", nil, nil)},
+			want:  map[string][]string{"frag_oom": {"frag_oom.pickle.gz", "oom_message.txt"}},
+			order: []string{"frag_oom"}},
+		{name: "files of OOM messages are processes of their own",
+			texts: []*textDigest{oom("a.txt", nil, nil), oom("b.txt", nil, nil), oom("x/oom.txt", nil, nil), oom("y/oom.txt", nil, nil)},
+			want:  map[string][]string{"a": {"a.txt"}, "b": {"b.txt"}, "oom": {"x/oom.txt"}, "y/oom.txt": {"y/oom.txt"}},
+			order: []string{"a", "b", "oom", "y/oom.txt"}},
+		{name: "beside two snapshot processes, OOM files join by name or stand alone",
+			snaps: []*digest{snap("frag_oom.pickle.gz", 0), snap("other.pickle.gz", 0)},
+			texts: []*textDigest{oom("frag_oom_message.txt", nil, nil), oom("one.txt", nil, nil), oom("two.txt", nil, nil)},
+			want: map[string][]string{"frag_oom": {"frag_oom.pickle.gz", "frag_oom_message.txt"}, "other": {"other.pickle.gz"},
+				"one": {"one.txt"}, "two": {"two.txt"}},
+			order: []string{"frag_oom", "one", "other", "two"}},
+		{name: "log prefixes split a torchrun log by rank; rank and pid join across files and names",
+			snaps: []*digest{snap("actor_rank1_pid77.pickle", 0)},
+			texts: []*textDigest{oom("train.log", new(0), nil), oom("train.log", new(1), nil),
+				oom("ray.log", new(1), new(77)), oom("ray2.log", new(2), new(78)), oom("ray3.log", new(2), new(78))},
+			want: map[string][]string{
+				"rank1/pid77": {"actor_rank1_pid77.pickle", "ray.log"},
+				"rank2/pid78": {"ray2.log", "ray3.log"},
+				"train/rank0": {"train.log"}, "train/rank1": {"train.log"}},
+			order: []string{"train/rank0", "rank1/pid77", "train/rank1", "rank2/pid78"}}, // by rank, then pid
 	}
 	for _, test := range tests {
 		gs := group(test.snaps, test.texts)

@@ -26,8 +26,16 @@ func mergeTextFindings(fs []diagnose.Finding, notes []string, texts []*textDiges
 		} else if len(t.points) == 1 {
 			notes = append(notes, fmt.Sprintf("%s has one sample: no trend", describe(t)))
 		}
-		if len(t.ooms) > 0 {
-			found = append(found, oomMessageFinding(t))
+		for _, m := range t.ooms {
+			f := diagnose.ExplainMessage(m).Finding(t.in.String())
+			// The message of an OOM a snapshot's trace also recorded joins
+			// that finding, which names the line; other messages are
+			// failures of their own.
+			if i := sameOOM(fs, f); i >= 0 {
+				fs[i].Evidence[evidenceKey(t)] = corroboration(f)
+				continue
+			}
+			fs = append(fs, f)
 		}
 		for _, f := range found {
 			if i := strongest(fs, f.Kind); i >= 0 {
@@ -47,10 +55,24 @@ func evidenceKey(t *textDigest) string {
 	return "memory_log"
 }
 
+// sameOOM returns the index of the trace OOM finding that message finding
+// f reports too, or -1: same device, and a segment the message prints as
+// its "Tried to allocate" (two decimals, so within 5.12 MiB).
+func sameOOM(fs []diagnose.Finding, f diagnose.Finding) int {
+	const printed = 6 << 20
+	for i, g := range fs {
+		seg, ok := g.Evidence["segment_bytes"].(uint64)
+		if g.Kind == diagnose.KindOOM && ok && g.Device == f.Device && f.Bytes > 0 && max(int64(seg)-f.Bytes, f.Bytes-int64(seg)) <= printed {
+			return i
+		}
+	}
+	return -1
+}
+
 // corroboration is what a log adds to a snapshot's finding.
 func corroboration(f diagnose.Finding) map[string]any {
 	c := map[string]any{"title": f.Title, "bytes_per_step": f.BytesPerStep}
-	for _, k := range []string{"source", "per", "samples", "steadiness"} {
+	for _, k := range []string{"source", "per", "samples", "steadiness", "line", "cause", "contributing"} {
 		if v, ok := f.Evidence[k]; ok {
 			c[k] = v
 		}
@@ -132,35 +154,4 @@ func logFindings(t *textDigest) []diagnose.Finding {
 		out = append(out, f)
 	}
 	return out
-}
-
-// oomMessageFinding reports the last OOM message of a text file: what the
-// allocator asked for and where the memory was.
-func oomMessageFinding(t *textDigest) diagnose.Finding {
-	m := t.ooms[len(t.ooms)-1]
-	fix := "The live tensors plus the request exceed the budget: lower the peak (smaller batch, chunked computation, " +
-		"activation checkpointing) or find what stays allocated with a snapshot dumped on OOM."
-	if m.ReservedUnallocated >= m.TriedToAllocate {
-		fix = "Reserved but unallocated memory exceeds the request: the cache is fragmented. " +
-			"Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or call torch.cuda.empty_cache() before the large allocation."
-	}
-	return diagnose.Finding{
-		Kind:     diagnose.KindOOM,
-		Severity: diagnose.High,
-		Title:    fmt.Sprintf("CUDA out of memory on GPU %d: tried to allocate %s", m.Device, m.TriedToAllocate),
-		Bytes:    int64(m.TriedToAllocate),
-		Stack:    []diagnose.Frame{},
-		Evidence: map[string]any{
-			"source":                     t.in.String(),
-			"messages":                   len(t.ooms),
-			"tried_to_allocate_bytes":    int64(m.TriedToAllocate),
-			"allocated_bytes":            int64(m.Allocated),
-			"reserved_bytes":             int64(m.Reserved),
-			"reserved_unallocated_bytes": int64(m.ReservedUnallocated),
-			"free_bytes":                 int64(m.Free),
-			"callsite_reason":            "an OOM message has no stack: dump a snapshot on OOM to name the line",
-		},
-		Fix:    fix,
-		Device: m.Device,
-	}
 }

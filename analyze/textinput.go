@@ -8,14 +8,41 @@ import (
 	"github.com/vramscope/vramscope/memlog"
 )
 
-// textDigest is a memory log, a file of memory_summary() tables or a file
-// of OOM messages.
+// textDigest is a memory log, a file of memory_summary() tables or the
+// OOM messages of one process in one file.
 type textDigest struct {
 	in     inputs.Input
 	kind   string
 	points []logPoint
 	ooms   []memlog.OOMMessage
 	notes  []string
+	// rank and pid are what the messages' log prefixes say ("[rank3]:",
+	// "(WorkerDict pid=2917)"), when the file name says neither.
+	rank, pid *int
+}
+
+// oomDigests splits one file's OOM messages by the process their log
+// prefixes name: a torchrun log interleaves every rank's.
+func oomDigests(in inputs.Input, msgs []memlog.OOMMessage) []*textDigest {
+	var out []*textDigest
+	byKey := map[[2]int]*textDigest{}
+	for _, m := range msgs {
+		key := [2]int{-1, -1}
+		if m.Rank != nil {
+			key[0] = *m.Rank
+		}
+		if m.PID != nil {
+			key[1] = *m.PID
+		}
+		t := byKey[key]
+		if t == nil {
+			t = &textDigest{in: in, kind: "OOM message", rank: m.Rank, pid: m.PID}
+			byKey[key] = t
+			out = append(out, t)
+		}
+		t.ooms = append(t.ooms, m)
+	}
+	return out
 }
 
 // logPoint is one sample of a memory log or one summary table.

@@ -45,11 +45,15 @@ func writeProcessFigures(b *strings.Builder, pr analyze.Process) {
 		fmt.Fprintf(b, "    %s\n", in)
 	}
 	s := pr.Stats
-	fmt.Fprintf(b, "  last: allocated %s, reserved %s", formatSize(s.AllocatedBytes), formatSize(s.ReservedBytes))
-	if s.PeakAllocatedBytes != nil {
-		fmt.Fprintf(b, "; trace peaks: allocated %s, reserved %s", formatSize(*s.PeakAllocatedBytes), formatSize(*s.PeakReservedBytes))
+	// Totals come from snapshots and memory logs; OOM messages alone give
+	// none, and "allocated 0 B" would be a number nobody measured.
+	if len(pr.Snapshots) > 0 || s.AllocatedBytes != 0 || s.ReservedBytes != 0 {
+		fmt.Fprintf(b, "  last: allocated %s, reserved %s", formatSize(s.AllocatedBytes), formatSize(s.ReservedBytes))
+		if s.PeakAllocatedBytes != nil {
+			fmt.Fprintf(b, "; trace peaks: allocated %s, reserved %s", formatSize(*s.PeakAllocatedBytes), formatSize(*s.PeakReservedBytes))
+		}
+		b.WriteString("\n")
 	}
-	b.WriteString("\n")
 	if len(pr.Snapshots) < 2 {
 		return
 	}
