@@ -133,6 +133,16 @@ func (s Source) String() string {
 // MarshalText writes the name in JSON rather than a number.
 func (s Source) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
+// UnmarshalText reads what MarshalText wrote.
+func (s *Source) UnmarshalText(b []byte) error {
+	i := slices.Index(sourceNames, string(b))
+	if i < 0 {
+		return fmt.Errorf("unknown OOM source %q", b)
+	}
+	*s = Source(i)
+	return nil
+}
+
 // Wording tells which torch release family wrote a caching-allocator
 // message; the same numbers are phrased, and in one case meant,
 // differently in each.
@@ -174,6 +184,17 @@ func (w Wording) String() string {
 // MarshalText writes the release family in JSON ("torch >= 2.3") rather
 // than a number whose meaning lives in this file.
 func (w Wording) MarshalText() ([]byte, error) { return []byte(w.String()), nil }
+
+// UnmarshalText reads what MarshalText wrote.
+func (w *Wording) UnmarshalText(b []byte) error {
+	for v := NoWording; v <= CurrentWording; v++ {
+		if v.String() == string(b) {
+			*w = v
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown OOM message wording %q", b)
+}
 
 // Pasted messages are re-wrapped at any word boundary, glued into log or
 // JSON lines with escaped newlines, and sometimes cut inside a number. The

@@ -364,3 +364,23 @@ func TestWordingString(t *testing.T) {
 		}
 	}
 }
+
+// TestOOMMessageJSON: a message survives JSON both ways, names included.
+func TestOOMMessageJSON(t *testing.T) {
+	msgs, err := ParseOOMMessages(strings.NewReader("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 2 has a total capacty of 79.15 GiB of which 176.62 MiB is free."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []OOMMessage
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, msgs) {
+		t.Errorf("round trip: %v\n%s\n%s", err, b, dump(back))
+	}
+	var s Source
+	if err := s.UnmarshalText([]byte("paper")); err == nil {
+		t.Error("unknown source accepted")
+	}
+}

@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/vramscope/vramscope/analyze"
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/memlog"
 )
@@ -102,5 +104,52 @@ func TestOOMEveryWording(t *testing.T) {
 		if code != exitOK || !strings.Contains(stdout, c.cause) {
 			t.Errorf("%s: exit %d, stderr %q, output lacks %q:\n%s", c.file, code, stderr, c.cause, stdout)
 		}
+	}
+}
+
+// TestAnalyzeOOMMessages runs analyze on the corpus of real messages: a
+// process per file (more where a file's log prefixes name several ranks),
+// an oom finding per message with its cause, no totals nobody measured, and
+// the explanation oom prints for the same message.
+func TestAnalyzeOOMMessages(t *testing.T) {
+	fromRepoRoot(t)
+	code, stdout, stderr := runCmd("analyze", "--json", "testdata/oom")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	var rep analyze.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("testdata/oom/[0-9]*.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	findings := 0
+	for _, p := range rep.Processes {
+		if p.Verdict != analyze.OOM {
+			t.Errorf("%s: verdict %s, want oom", p.ID, p.Verdict)
+		}
+		for _, f := range p.Findings {
+			if f.Kind == diagnose.KindOOM && f.Evidence["cause"] != nil {
+				findings++
+			}
+		}
+	}
+	if rep.Verdict != analyze.OOM || len(rep.Processes) < len(files) || findings < len(files) {
+		t.Errorf("verdict %s, %d processes and %d oom findings for %d files", rep.Verdict, len(rep.Processes), findings, len(files))
+	}
+
+	_, text, _ := runCmd("analyze", "testdata/oom/109-llamafactory-wrong-gpu-26gib-elsewhere.txt", "testdata/oom/001-moss-ttsd-sglang-json.txt")
+	_, oom, _ := runCmd("oom", "--json", "--file", "testdata/oom/109-llamafactory-wrong-gpu-26gib-elsewhere.txt")
+	var one struct {
+		Messages []diagnose.MessageReport `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(oom), &one); err != nil || len(one.Messages) != 1 {
+		t.Fatalf("oom --json: %v\n%s", err, oom)
+	}
+	if !strings.HasPrefix(text, "verdict: oom (2 processes)") || strings.Contains(text, "last: allocated") ||
+		!strings.Contains(text, "fix: "+one.Messages[0].Explanation) || one.Messages[0].Cause != diagnose.CauseOtherProcesses {
+		t.Errorf("analyze of two message files:\n%s\noom says %s: %s", text, one.Messages[0].Cause, one.Messages[0].Explanation)
 	}
 }
