@@ -425,7 +425,9 @@ func (o oomFacts) paragraph(c OOMCause) string {
 	add := func(format string, args ...any) { s = append(s, fmt.Sprintf(format, args...)) }
 	if o.segment != nil {
 		seg := units.Bytes(*o.segment)
-		if o.request > 0 {
+		if *o.segment >= int64(units.EiB) {
+			add("The allocator was asked for 1 EiB or more.")
+		} else if o.request > 0 {
 			add("%s asked for %s (rounded as the allocator rounds), so with no cached block that large the allocator needed a new %s segment.",
 				o.who, units.Bytes(o.request), seg)
 		} else if !o.noReserve {
@@ -509,6 +511,9 @@ func (o oomFacts) advice(x Cause) string {
 	case CauseOtherProcesses:
 		return "Free the GPU (nvidia-smi lists who holds it: a finished job's zombie, a notebook, a second server) or pick an idle one with CUDA_VISIBLE_DEVICES; on a shared GPU, budget for what the others hold."
 	case CauseOutsideAllocator:
+		if o.thisProcess == nil && o.segment != nil {
+			return "The message does not say how much this process used, so that memory is its CUDA context and libraries (300 MiB to 1 GiB, more with cuDNN and cuBLAS loaded) or other processes: on a small GPU the context alone is a real share, and it cannot be freed, only budgeted for; nvidia-smi shows whether other processes hold the rest."
+		}
 		return "Memory held outside PyTorch's allocator (a CUDA context per extra device, cuBLAS and cuDNN workspaces, NCCL buffers, TensorRT, CuPy or another framework in the same process) does not show in torch.cuda.memory_allocated(): find which library holds it and cap or free it."
 	case CauseMemoryCap:
 		if o.allowed != nil {
@@ -516,7 +521,7 @@ func (o oomFacts) advice(x Cause) string {
 		}
 		return "Raise the fraction (torch.cuda.set_per_process_memory_fraction, or the framework option that sets it), or lower what the process keeps allocated."
 	case CauseRequestExceedsDevice:
-		if o.capacity != nil && o.segment != nil && *o.segment > 1000**o.capacity {
+		if o.segment != nil && (*o.segment >= int64(units.EiB) || o.capacity != nil && *o.segment > 1000**o.capacity) {
 			return fmt.Sprintf("No setting makes %s fit, and no real tensor is that large: a shape computed wrong (an overflow, a negative or garbage dimension, a wrong dtype) asked for it; print the shapes at the failing line.", req)
 		}
 		return fmt.Sprintf("No setting makes %s fit on this GPU: shard the tensor or the model across GPUs (tensor parallelism, FSDP), offload it to the CPU, quantize it, or compute it in chunks.", req)
@@ -526,6 +531,9 @@ func (o oomFacts) advice(x Cause) string {
 		}
 		return "The limit is outside PyTorch: a MIG slice or an MPS memory limit, Windows WDDM or WSL reserving memory, an APU or integrated GPU whose free figure counts shared system memory, a driver that reports more than it can give, or another process that took the memory between the failure and the message. nvidia-smi on the host shows which."
 	case CauseFragmentation:
+		if o.noReserve {
+			return "The cudaMallocAsync backend does not trim the driver's pool before it fails: torch.cuda.empty_cache() trims it (cudaMemPoolTrimTo), or drop backend:cudaMallocAsync for the native allocator with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
+		}
 		if o.expandable {
 			return "With expandable segments on, the holes lie in partly used pages: allocate long-lived tensors before or apart from transient ones."
 		}

@@ -508,11 +508,19 @@ func parseCachingMessage(s string) (OOMMessage, int, error) {
 	case sub[1] != "":
 		m.TriedToAllocate = p.request(sub[1])
 	default:
-		m.TriedToAllocate = new(units.EiB) // "more than 1EB": 1 EiB is the bound it was refused at
+		// "more than 1EB", a wording of its own without other clauses:
+		// 1 EiB is the bound it was refused at.
+		m.TriedToAllocate = new(units.EiB)
+		m.Text = oneLine(s[:len(sub[0])]) + " memory."
+		return m, len(sub[0]), p.err
 	}
 	m.Device = p.integer(&m, "GPU", oomDevice, s)
 	m.TotalCapacity = p.clause(&m, "total capacity", oomTotal, s)
-	m.Free = p.clause(&m, "free", oomFree, s)
+	if strings.HasPrefix(s, "XPU") && m.Wording == LegacyWording || m.PlatformLimit {
+		m.Free = p.optional(&m, "free", oomFree, s) // Intel's XPU wording has no free clause
+	} else {
+		m.Free = p.clause(&m, "free", oomFree, s)
+	}
 	m.Allocated = p.clause(&m, "allocated", oomAllocated, s)
 	m.Allowed = p.optional(&m, "allowed", oomAllowed, s)
 	m.PrivatePools = p.optional(&m, "private pools", oomPrivate, s)
