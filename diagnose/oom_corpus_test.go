@@ -2,6 +2,8 @@ package diagnose
 
 import (
 	"bufio"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,9 +26,12 @@ type corpusCase struct {
 	source       string
 }
 
-func readCorpus(t *testing.T) []corpusCase {
+func readCorpus(t *testing.T, dir string) []corpusCase {
 	t.Helper()
-	f, err := os.Open(filepath.Join(corpus, "cases.tsv"))
+	f, err := os.Open(filepath.Join(dir, "cases.tsv"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,9 +62,28 @@ func readCorpus(t *testing.T) []corpusCase {
 
 // TestOOMCorpus parses every message of the corpus and checks the cause
 // against the thread's, and the contributing causes where the table names
-// them.
+// them. Messages recorded on the GPU machine (gpu/, with a cases.tsv of
+// their own where their causes are known) must all parse and be explained.
 func TestOOMCorpus(t *testing.T) {
-	cases := readCorpus(t)
+	cases := readCorpus(t, corpus)
+	if len(cases) == 0 {
+		t.Fatalf("no cases in %s/cases.tsv", corpus)
+	}
+	gpu := filepath.Join(corpus, "gpu")
+	for _, c := range readCorpus(t, gpu) {
+		c.file = filepath.Join("gpu", c.file)
+		cases = append(cases, c)
+	}
+	listed := map[string]bool{}
+	for _, c := range cases {
+		listed[c.file] = true
+	}
+	recorded, _ := filepath.Glob(filepath.Join(gpu, "*.txt"))
+	for _, path := range recorded {
+		if f := filepath.Join("gpu", filepath.Base(path)); !listed[f] {
+			cases = append(cases, corpusCase{file: f, source: "recorded on the GPU machine"})
+		}
+	}
 	agree := 0
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -71,9 +95,19 @@ func TestOOMCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s (%s): %v", c.file, c.source, err)
 			}
+			for _, m := range msgs[1:] {
+				if r := ExplainMessage(m); r.Explanation == "" || r.Cause == "" {
+					t.Errorf("message at line %d unexplained", m.Line)
+				}
+			}
 			r := ExplainMessage(msgs[0])
-			ok := r.Cause == c.cause
-			if ok {
+			if c.cause == "" {
+				if r.Explanation == "" {
+					t.Errorf("unexplained")
+				}
+				return
+			}
+			if r.Cause == c.cause {
 				agree++
 			} else {
 				t.Errorf("cause %s, want %s (%s); because %q", r.Cause, c.cause, c.source, r.Because)

@@ -230,9 +230,12 @@ var (
 	// platformLimit is that XPU refusal: no block above 4 GB at all.
 	platformLimit = wrapped(`can NOT allocate memory block with size larger than 4GB`)
 	// asyncStart is the cudaMallocAsync backend's message
-	// (c10/cuda/CUDAMallocAsyncAllocator.cpp, mallocAsync, torch ≥ 1.13):
-	// "Allocation on device N would exceed allowed memory. (out of
-	// memory)" followed by aligned "Currently allocated : ..." lines.
+	// (c10/cuda/CUDAMallocAsyncAllocator.cpp, mallocAsync, torch 2.x, read
+	// at pytorch commit 03459473): "Allocation on device N would exceed
+	// allowed memory. (out of memory)" followed by aligned "Currently
+	// allocated : ...", "Requested", "Device limit" and "Free (according to
+	// CUDA)" lines; later releases add "PyTorch limit (set by user-supplied
+	// memory fraction)".
 	asyncStart = wrapped(`Allocation on device ` + oomInt + ` would exceed allowed memory\. \(out of memory\)`)
 
 	// oomEnd ends a message: torch's advice sentence ("If reserved memory
@@ -273,13 +276,20 @@ var otherOOMs = []struct {
 	source  Source
 	library string
 }{
-	// NCCL's CUDACHECK macro prints "Cuda failure '%s'" with the CUDA error
-	// string; include/alloc.h prints "Failed to CUDA calloc N bytes".
+	// NCCL (2.x) warns through its CUDACHECK macro (src/include/checks.h),
+	// "Cuda failure '%s'" with the CUDA error string, or "Cuda failure 2
+	// 'out of memory'" with its number; src/include/alloc.h warns "Failed
+	// to CUDA calloc N bytes".
 	{regexp.MustCompile(`Cuda failure (?:\d+ )?'out of memory'|Failed to CUDA (?:calloc|malloc|host alloc) \d+ bytes`), NCCL, ""},
 	// The cuBLAS, cuDNN, cuSOLVER, cuSPARSE and cuFFT status codes, as
-	// torch's CUDA_CHECK wrappers print them ("CUDA error:
-	// CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`").
+	// torch's checks print them (aten/src/ATen/cuda/Exceptions.h,
+	// TORCH_CUDABLAS_CHECK and its twins, torch 1.x and 2.x: "CUDA error:
+	// CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"), and
+	// their ROCm names (hipified, rocBLAS, MIOpen).
 	{regexp.MustCompile(`CUBLAS_STATUS_ALLOC_FAILED`), LibraryOOM, "cuBLAS"},
+	{regexp.MustCompile(`HIPBLAS_STATUS_ALLOC_FAILED`), LibraryOOM, "hipBLAS"},
+	{regexp.MustCompile(`rocblas_status_memory_error`), LibraryOOM, "rocBLAS"},
+	{regexp.MustCompile(`miopenStatusAllocFailed`), LibraryOOM, "MIOpen"},
 	{regexp.MustCompile(`CUDNN_STATUS_ALLOC_FAILED`), LibraryOOM, "cuDNN"},
 	{regexp.MustCompile(`CUSOLVER_STATUS_ALLOC_FAILED`), LibraryOOM, "cuSOLVER"},
 	{regexp.MustCompile(`CUSPARSE_STATUS_ALLOC_FAILED`), LibraryOOM, "cuSPARSE"},

@@ -280,6 +280,11 @@ func TestParseOOMMessagesInline(t *testing.T) {
 			}},
 		},
 		{
+			name: "hipBLAS on ROCm",
+			in:   "RuntimeError: HIP error: HIPBLAS_STATUS_ALLOC_FAILED when calling `hipblasCreate(handle)`",
+			want: []OOMMessage{{Line: 1, Source: LibraryOOM, Library: "hipBLAS", Text: "HIPBLAS_STATUS_ALLOC_FAILED when calling `hipblasCreate(handle)`"}},
+		},
+		{
 			name: "a CUDA call outside the allocator, repeated by the traceback",
 			in:   "RuntimeError: CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported at some other API call\n...\nRuntimeError: CUDA error: out of memory\n",
 			want: []OOMMessage{{Line: 1, Also: []int{4}, Source: CUDARuntime, Text: "CUDA error: out of memory"}},
