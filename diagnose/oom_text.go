@@ -53,7 +53,7 @@ type OOMCause struct {
 	Impossible []string `json:"impossible,omitempty"`
 }
 
-// Names returns the contributing causes as strings, for evidence maps.
+// names returns the contributing causes as strings, for evidence maps.
 func (c OOMCause) names() []string {
 	out := make([]string, len(c.Contributing))
 	for i, x := range c.Contributing {
