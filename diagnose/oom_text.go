@@ -175,11 +175,17 @@ func (o oomFacts) decide() OOMCause {
 	holes, holesShare := o.holes()
 	holesAlone := holes >= req && holesShare >= holeShare
 	holesHelp := holes > 0 && holesShare >= contributingHoleShare && (holes >= req || holes+free >= req && o.free != nil && !o.expandable)
-	// contributions adds what else held memory, whatever the cause.
-	contributions := func() {
+	holesWhy := func() string {
+		return fmt.Sprintf("%s of the %s reserved (%d%%) was free in holes%s", sz(holes), sz(*o.reserved), pct(holesShare), o.holesReach(holes, free, req))
+	}
+	othersContribute := func() {
 		if outsideKnown && o.minor(raw, weighed) {
 			contribute(CauseOtherProcesses, "%s of the GPU was in use outside this process%s", sz(raw), o.othersNamed())
 		}
+	}
+	// contributions adds what else held memory, whatever the cause.
+	contributions := func() {
+		othersContribute()
 		switch {
 		case overhead != nil && o.capacity != nil && float64(*overhead-contextAllowance) >= max(minorBytes/2, contextShare/2*float64(*o.capacity)):
 			contribute(CauseOutsideAllocator, "this process held %s outside PyTorch's allocator", sz(*overhead))
@@ -188,7 +194,7 @@ func (o oomFacts) decide() OOMCause {
 			contribute(CauseOutsideAllocator, "about %s of the GPU's %s was neither PyTorch's reserve nor free: this process's CUDA context and libraries, or other processes", sz(raw), sz(*o.capacity))
 		}
 		if holesHelp {
-			contribute(CauseFragmentation, "%s of the %s reserved (%d%%) was free in holes%s", sz(holes), sz(*o.reserved), pct(holesShare), o.holesReach(holes, free, req))
+			contribute(CauseFragmentation, "%s", holesWhy())
 		}
 	}
 
@@ -211,9 +217,7 @@ func (o oomFacts) decide() OOMCause {
 		} else {
 			because("the request is 1 EiB or more")
 		}
-		if outsideKnown && o.minor(raw, weighed) {
-			contribute(CauseOtherProcesses, "%s of the GPU was in use outside this process%s", sz(raw), o.othersNamed())
-		}
+		othersContribute()
 		return c
 	}
 	if len(c.Impossible) > 0 {
@@ -240,7 +244,7 @@ func (o oomFacts) decide() OOMCause {
 		// request are the waste; without them the cap is the limit.
 		if holesAlone {
 			c.Cause = CauseFragmentation
-			because("%s of the %s reserved (%d%%) was free in holes, more than the %s asked for", sz(holes), sz(*o.reserved), pct(holesShare), sz(req))
+			because("%s", holesWhy())
 			contribute(CauseMemoryCap, "%s", o.capBecause(req))
 			return c
 		}
@@ -279,7 +283,7 @@ func (o oomFacts) decide() OOMCause {
 		because("this process held %s outside PyTorch's allocator (%s in use, %s reserved by PyTorch)", sz(*overhead), sz(*o.thisProcess), sz(*o.reserved))
 	case holesAlone:
 		c.Cause = CauseFragmentation
-		because("%s of the %s reserved (%d%%) was free in holes, more than the %s asked for", sz(holes), sz(*o.reserved), pct(holesShare), sz(req))
+		because("%s", holesWhy())
 	case o.allocated != nil:
 		c.Cause = CausePeak
 		because("%s allocated plus the %s asked for exceeds what the GPU had left (%s free)", sz(*o.allocated), sz(req), sz(free))
