@@ -365,7 +365,7 @@ func (o oomFacts) holesReach(holes, free, req int64) string {
 func (o oomFacts) capBecause(req int64) string {
 	used := o.used()
 	if o.allowed == nil {
-		return fmt.Sprintf("the GPU had %s free, more than the %s segment, so a per-process memory fraction refused it (its cap lies between %s and %s)",
+		return fmt.Sprintf("the GPU had %s free, more than the %s segment, so a per-process memory fraction refused it (its cap lies between %s and %s; a trace does not record it, and a limit outside PyTorch, such as MIG or WSL, would look the same)",
 			sz(deref(o.free)), sz(req), sz(deref(used)), sz(deref(used)+req))
 	}
 	return fmt.Sprintf("%s reserved plus the %s asked for exceeds the %s allowed", sz(*used), sz(req), sz(*o.allowed))
