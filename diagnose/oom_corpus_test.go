@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -60,30 +61,49 @@ func readCorpus(t *testing.T, dir string) []corpusCase {
 	return out
 }
 
+// gpuMessages is the folder of messages raised on purpose by
+// testdata/scenarios/oom_messages.py on an H100 (torch 2.11), one process
+// per cause: CASE.txt holds the traceback, CASE.json the cause the case
+// was built to show.
+const gpuMessages = "../testdata/scenarios/out/oom_messages"
+
+// gpuCases reads the causes of the messages in gpuMessages.
+func gpuCases(t *testing.T) []corpusCase {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(gpuMessages, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no recorded messages in %s (%v)", gpuMessages, err)
+	}
+	var out []corpusCase
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c struct {
+			Expected Cause  `json:"expected_cause"`
+			Torch    string `json:"torch_version"`
+			Device   string `json:"device_name"`
+		}
+		if err := json.Unmarshal(data, &c); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		rel, _ := filepath.Rel(corpus, strings.TrimSuffix(path, ".json")+".txt")
+		out = append(out, corpusCase{file: rel, cause: c.Expected, source: "torch " + c.Torch + " on " + c.Device})
+	}
+	return out
+}
+
 // TestOOMCorpus parses every message of the corpus and checks the cause
 // against the thread's, and the contributing causes where the table names
-// them. Messages recorded on the GPU machine (gpu/, with a cases.tsv of
-// their own where their causes are known) must all parse and be explained.
+// them; likewise the messages recorded on the GPU machine, against the
+// cause each was made to show.
 func TestOOMCorpus(t *testing.T) {
 	cases := readCorpus(t, corpus)
 	if len(cases) == 0 {
 		t.Fatalf("no cases in %s/cases.tsv", corpus)
 	}
-	gpu := filepath.Join(corpus, "gpu")
-	for _, c := range readCorpus(t, gpu) {
-		c.file = filepath.Join("gpu", c.file)
-		cases = append(cases, c)
-	}
-	listed := map[string]bool{}
-	for _, c := range cases {
-		listed[c.file] = true
-	}
-	recorded, _ := filepath.Glob(filepath.Join(gpu, "*.txt"))
-	for _, path := range recorded {
-		if f := filepath.Join("gpu", filepath.Base(path)); !listed[f] {
-			cases = append(cases, corpusCase{file: f, source: "recorded on the GPU machine"})
-		}
-	}
+	cases = append(cases, gpuCases(t)...)
 	agree := 0
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
