@@ -451,9 +451,13 @@ func (o oomFacts) paragraph(c OOMCause) string {
 	}
 	// One allocation of 5% or more of everything allocated is a tensor
 	// worth splitting (seed 002's upcast logits).
-	if o.segment != nil && o.allocated != nil && *o.segment > 0 && *o.segment*20 >= *o.allocated && (c.Cause == CausePeak || c.Cause == CauseFragmentation || c.Cause == CauseMemoryCap) {
-		add("That single %s allocation is %d%% of the %s allocated: computing the tensor in chunks would need a fraction of it.",
-			units.Bytes(*o.segment), *o.segment*100/max(*o.allocated, 1), units.Bytes(*o.allocated))
+	if o.segment != nil && o.allocated != nil && *o.allocated > 0 && *o.segment*20 >= *o.allocated && (c.Cause == CausePeak || c.Cause == CauseFragmentation || c.Cause == CauseMemoryCap) {
+		share := fmt.Sprintf("%d%% of", *o.segment*100 / *o.allocated)
+		if *o.segment > *o.allocated {
+			share = "more than"
+		}
+		add("That single %s allocation is %s the %s allocated: computing the tensor in chunks would need a fraction of it.",
+			units.Bytes(*o.segment), share, units.Bytes(*o.allocated))
 	}
 	if len(o.top) > 0 {
 		add("Most allocated memory at the failure comes from %s.", strings.Join(o.top, ", "))
