@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/vramscope/vramscope/analyze"
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/internal/units"
@@ -77,24 +78,36 @@ Exit status 3 when the gate (--fail-on, --max-growth, --max-peak) trips.`,
 			return runAnalyze(cmd.Context(), stdout, stderr, args, fl)
 		},
 	}
-	f := cmd.Flags()
+	fl.register(cmd.Flags())
+	return cmd
+}
+
+// register defines analyze's flags on f; record shares them.
+func (fl *analyzeFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&fl.json, "json", false, "print the report as JSON")
 	f.StringSliceVar(&fl.failOn, "fail-on", nil, "exit 3 when a process's verdict is one of these: leak, fragmentation, oom")
 	f.Var(&fl.maxGrowth, "max-growth", "exit 3 when a leak or fragmentation grows more than this per step (e.g. 64MiB)")
 	f.Var(&fl.maxPeak, "max-peak", "exit 3 when a process's peak allocated memory exceeds this (e.g. 40GiB)")
 	f.StringVar(&fl.focus, "focus", "", "regexp of frames (file or function) to treat as user code")
 	f.StringVar(&fl.ignore, "ignore", "", "regexp of frames to skip when naming the callsite")
-	return cmd
 }
 
 // gateVerdicts are the verdicts --fail-on accepts.
 var gateVerdicts = []analyze.Verdict{analyze.Leak, analyze.Fragmentation, analyze.OOM}
 
-func runAnalyze(ctx context.Context, stdout, stderr io.Writer, args []string, fl analyzeFlags) error {
+// check reports a --fail-on value that is not a verdict.
+func (fl analyzeFlags) check() error {
 	for _, v := range fl.failOn {
 		if !slices.Contains(gateVerdicts, analyze.Verdict(v)) {
 			return fmt.Errorf("--fail-on %q: want leak, fragmentation or oom", v)
 		}
+	}
+	return nil
+}
+
+func runAnalyze(ctx context.Context, stdout, stderr io.Writer, args []string, fl analyzeFlags) error {
+	if err := fl.check(); err != nil {
+		return err
 	}
 	filter, err := callsite.NewFilter(fl.focus, fl.ignore)
 	if err != nil {

@@ -162,6 +162,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	root.AddCommand(newExportCommand(stderr))
 	root.AddCommand(newReportCommand(stderr))
 	root.AddCommand(newServeCommand(stderr))
+	root.AddCommand(newRecordCommand(stdout, stderr), newHookCommand(stdout))
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -176,6 +177,9 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	}
 	if _, ok := errors.AsType[*gateError](err); ok {
 		return exitGate
+	}
+	if e, ok := errors.AsType[*commandExit](err); ok {
+		return e.ExitCode()
 	}
 	fmt.Fprintln(stderr, "Run 'vramscope --help' for usage.")
 	return exitUsage
