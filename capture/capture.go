@@ -45,6 +45,9 @@ type Settings struct {
 	Stacks string
 	// MaxEntries is the allocator history's ring-buffer size.
 	MaxEntries int
+	// NoHistory turns the allocator history off: snapshots then hold the
+	// allocator's state only, and allocation runs at full speed.
+	NoHistory bool
 	// Steps are the optimizer steps whose end is dumped.
 	Steps []int
 	// Every dumps every N steps when positive.
@@ -119,6 +122,7 @@ func (s Settings) Env() []string {
 		"VRAMSCOPE_OUT=" + s.Out,
 		"VRAMSCOPE_STACKS=" + s.Stacks,
 		"VRAMSCOPE_MAX_ENTRIES=" + strconv.Itoa(s.MaxEntries),
+		"VRAMSCOPE_HISTORY=" + onOff(!s.NoHistory),
 		"VRAMSCOPE_STEPS=" + stepList,
 		"VRAMSCOPE_EVERY=" + strconv.Itoa(s.Every),
 		"VRAMSCOPE_INTERVAL=" + seconds(s.Interval),

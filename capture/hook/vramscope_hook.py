@@ -104,6 +104,9 @@ class Settings:
         self.tag = kw.get("tag") or _env("TAG") or None
         self.stacks = kw.get("stacks") or _env("STACKS", "python")
         self.max_entries = int(kw.get("max_entries") or _env("MAX_ENTRIES") or DEFAULT_MAX_ENTRIES)
+        # history off: no allocator history (snapshots then hold the state
+        # only), for the memory log alone at no allocation cost.
+        self.history = _flag(kw.get("history"), _env("HISTORY", "1"))
         steps = kw.get("steps")
         self.steps = list(steps) if steps is not None else _parse_steps(_env("STEPS", "2,3,4"))
         self.every = int(kw.get("every") or _env("EVERY") or 0)
@@ -210,6 +213,7 @@ class _Recorder:
         self.explicit = False    # step() was called: the optimizer hook stops counting
         self.opt_steps = weakref.WeakKeyDictionary()
         self.recording = False   # memory history is on
+        self.stopped = False     # stop() was called: hooks torch keeps do nothing
         self.dumps = 0           # snapshots written by this process
         self.ooms = 0
         self.logger = None
@@ -222,8 +226,6 @@ class _Recorder:
         """Called once torch is imported: hooks that need no CUDA now, recording at CUDA init."""
         self.torch = torch
         self._hook_optimizer()
-        if self.s.signal not in ("", "NONE", "OFF"):
-            self._install_signal()
         try:
             torch.cuda._lazy_call(self._on_cuda_init)
         except Exception as e:  # very old or CPU-only builds
@@ -245,11 +247,16 @@ class _Recorder:
         # Runs inside torch.cuda._lazy_init: an exception here would break the
         # program's first CUDA call, so none escapes.
         try:
-            if os.getpid() != self.pid:
+            if self.stopped or os.getpid() != self.pid:
                 return
-            self._record_history()
+            if self.s.history:
+                self._record_history()
             if self.s.oom:
                 self._attach_oom_observer()
+            # Only processes that record take the dump signal: a launcher
+            # that imports torch but never uses CUDA keeps its default.
+            if self.s.signal not in ("", "NONE", "OFF"):
+                self._install_signal()
             self._start_threads()
         except Exception as e:
             self._once("init", "could not start recording: %r" % (e,))
@@ -339,7 +346,7 @@ class _Recorder:
         event; the message does not exist yet, so a one-shot tracer catches
         it as it passes the calling frame (and sys.excepthook if uncaught)."""
         try:
-            if os.getpid() != self.pid:
+            if self.stopped or os.getpid() != self.pid:
                 return
             self.ooms += 1
             if self.ooms > 1:
@@ -390,9 +397,9 @@ class _Recorder:
         return "%s_rank%d_pid%d" % (self.s.tag or _script_tag(), _rank(self.torch), os.getpid())
 
     def dump(self, reason, folder=None):
-        """Writes OUT/folder/{tag}_rank{R}_pid{P}.pickle and its .json sidecar; returns the path or None."""
+        """Writes OUT/folder/{tag}_rank{R}_pid{P}.pickle; returns the path or None."""
         torch = self.torch
-        if torch is None or os.getpid() != self.pid:
+        if torch is None or self.stopped or os.getpid() != self.pid:
             return None
         try:
             if not torch.cuda.is_initialized():
@@ -400,8 +407,8 @@ class _Recorder:
         except Exception:
             return None
         folder = folder or _now_folder()
-        path = os.path.join(self.s.out, folder, self.name() + ".pickle")
         with self.lock:
+            path = self._free_path(folder, reason)
             t0 = time.time()
             try:
                 atomic_write(path, torch.cuda.memory._dump_snapshot)
@@ -409,21 +416,45 @@ class _Recorder:
                 self._once("dump", "snapshot %s failed: %r" % (path, e))
                 return None
             self.dumps += 1
-            meta = {"reason": reason, "step": self.step, "rank": _rank(torch), "pid": os.getpid(),
-                    "tag": self.s.tag or _script_tag(), "time_unix": t0, "dump_seconds": round(time.time() - t0, 3),
-                    "torch_version": getattr(torch, "__version__", ""),
-                    "recording": self.recording, "settings": self.s.as_dict()}
-            try:
-                meta["memory_allocated"] = int(torch.cuda.memory_allocated())
-                meta["memory_reserved"] = int(torch.cuda.memory_reserved())
-                _write_text(path + ".json", json.dumps(meta, indent=1, sort_keys=True) + "\n")
-            except Exception:
-                pass
+            self._note_dump(path, reason, t0)
         return path
+
+    def _free_path(self, folder, reason):
+        """OUT/folder/{name}.pickle, or for dumps other than step, OOM,
+        interval and exit ones {name}_{reason}.pickle; numbered when two
+        fall in one folder (two signals in one second)."""
+        name = self.name()
+        if reason not in ("step", "oom", "interval", "exit"):
+            name += "_" + _safe(reason)
+        path = os.path.join(self.s.out, folder, name + ".pickle")
+        n = 1
+        while os.path.exists(path):
+            n += 1
+            path = os.path.join(self.s.out, folder, "%s_%d.pickle" % (name, n))
+        return path
+
+    def _note_dump(self, path, reason, t0):
+        """Appends one line about the dump to OUT/.vramscope/dumps-PID.jsonl
+        (hidden, so analyze does not list it as a skipped file)."""
+        torch = self.torch
+        note = {"path": os.path.relpath(path, self.s.out), "reason": reason, "step": self.step,
+                "rank": _rank(torch), "pid": os.getpid(), "time_unix": round(t0, 3),
+                "dump_seconds": round(time.time() - t0, 3), "bytes": 0,
+                "torch_version": str(getattr(torch, "__version__", ""))}
+        try:
+            note["bytes"] = os.path.getsize(path)
+            note["memory_allocated"] = int(torch.cuda.memory_allocated())
+            note["memory_reserved"] = int(torch.cuda.memory_reserved())
+            d = os.path.join(self.s.out, ".vramscope")
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "dumps-%d.jsonl" % os.getpid()), "a") as f:
+                f.write(json.dumps(note, sort_keys=True) + "\n")
+        except Exception:
+            pass
 
     def at_exit(self):
         self.threads_stop.set()
-        if os.getpid() != self.pid:
+        if self.stopped or os.getpid() != self.pid:
             return
         try:
             if self.logger is not None:
@@ -435,6 +466,7 @@ class _Recorder:
             self._once("exit", "final dump failed: %r" % (e,))
 
     def stop(self):
+        self.stopped = True
         self.threads_stop.set()
         for h in self.handles:
             with contextlib.suppress(Exception):
@@ -644,7 +676,7 @@ def _when_torch(fn):
 def start(**settings):
     """Starts recording in this process (once): now if torch is imported, else
     when it is. Keyword arguments override the VRAMSCOPE_* variables: out, tag,
-    stacks, max_entries, steps, every, interval, log_interval, log, signal,
+    stacks, max_entries, history, steps, every, interval, log_interval, log, signal,
     oom, final. Returns the output folder."""
     global _recorder
     if _recorder is not None and _recorder.pid == os.getpid():

@@ -79,6 +79,7 @@ The same hook is a Python module for explicit control: see vramscope hook.`,
 	f.StringVar(&fl.Tag, "tag", "", "name prefix of every file (default: the script's name)")
 	f.StringVar(&fl.Stacks, "stacks", fl.Stacks, "stacks to record: python, or all (adds C++ frames; much slower)")
 	f.IntVar(&fl.MaxEntries, "max-entries", fl.MaxEntries, "allocator events kept per device (a ring buffer; sizes each snapshot)")
+	f.BoolVar(&fl.NoHistory, "no-history", false, "record no allocator history (snapshots hold the state only; no slowdown)")
 	f.StringVar(&fl.steps, "steps", "2,3,4", "optimizer steps after which to dump a snapshot, or none")
 	f.IntVar(&fl.Every, "every", 0, "also dump after every N-th step")
 	f.DurationVar(&fl.Interval, "interval", 0, "also dump this often (e.g. 5m), for programs without an optimizer")

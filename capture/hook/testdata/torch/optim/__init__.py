@@ -1,0 +1,2 @@
+from .optimizer import Optimizer  # noqa: F401
+from . import optimizer  # noqa: F401
