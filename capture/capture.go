@@ -194,15 +194,15 @@ type Status struct {
 	// Code is the command's exit code, or 128+N when signal N killed it,
 	// as a shell reports it.
 	Code int
-	// Signal is the signal that killed it, or nil.
-	Signal os.Signal
+	// Signal is the signal that killed it, or 0.
+	Signal syscall.Signal
 	// Elapsed is how long it ran.
 	Elapsed time.Duration
 }
 
 func (st Status) String() string {
-	if st.Signal != nil {
-		return fmt.Sprintf("killed by %v", st.Signal)
+	if st.Signal != 0 {
+		return fmt.Sprintf("killed by signal %d (%v)", int(st.Signal), st.Signal)
 	}
 	return fmt.Sprintf("exited with status %d", st.Code)
 }

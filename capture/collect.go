@@ -65,10 +65,11 @@ func Collect(out string) ([]File, error) {
 	return files, nil
 }
 
-// kindOf tells a file's kind by the names the hook gives.
+// kindOf tells a file's kind by the names the hook gives them.
 func kindOf(name string) (Kind, bool) {
 	switch {
-	case strings.HasSuffix(name, ".pickle"):
+	case strings.HasSuffix(name, ".pickle"), strings.HasSuffix(name, ".pickle.gz"), strings.HasSuffix(name, ".pickle.zst"):
+		// The hook writes .pickle; compressed copies of its folders are read too.
 		return KindSnapshot, true
 	case strings.HasSuffix(name, "_memory_log.csv"):
 		return KindMemoryLog, true

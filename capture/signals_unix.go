@@ -124,9 +124,10 @@ func announced(out string, sig syscall.Signal) []int {
 }
 
 // fromTerminal reports whether a SIGINT was most likely typed at the
-// terminal: vramscope's process group is the terminal's foreground group,
-// which the command shares, so the terminal signalled both.
-func fromTerminal() bool {
+// terminal: vramscope's process group is the foreground group of the
+// terminal on its standard input, which the command shares, so the
+// terminal signalled both. A variable, for tests.
+var fromTerminal = func() bool {
 	pgrp, err := unix.IoctlGetInt(int(os.Stdin.Fd()), unix.TIOCGPGRP)
 	return err == nil && pgrp == unix.Getpgrp()
 }

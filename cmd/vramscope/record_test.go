@@ -1,0 +1,168 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/capture"
+)
+
+// TestRecord runs record around shell commands that stand in for a
+// recorded program: they copy a committed scenario (snapshots dumped on an
+// H100) into the output folder, as the hook would have written it, and
+// exit with a status of their own.
+func TestRecord(t *testing.T) {
+	fromRepoRoot(t)
+	tests := []struct {
+		name   string
+		flags  []string
+		script string
+		code   int
+		// stdout and stderr must contain these.
+		stdout, stderr []string
+	}{
+		{
+			name:   "leak trips the gate",
+			flags:  []string{"--fail-on", "leak"},
+			script: `cp -R testdata/scenarios/out/leak_closure/step* "$VRAMSCOPE_OUT"/`,
+			code:   exitGate,
+			stdout: []string{"verdict: leak (1 process)", "compute_next_token_logits keeps 38.00 MiB more live memory every step"},
+			stderr: []string{"sh exited with status 0", "step4/server_rank0_pid561.pickle.gz", "gate: rank0/pid561: verdict leak (--fail-on)"},
+		},
+		{
+			name:   "the gate outranks the command's status",
+			flags:  []string{"--max-growth", "16MiB"},
+			script: `cp -R testdata/scenarios/out/leak_closure/step* "$VRAMSCOPE_OUT"/; exit 1`,
+			code:   exitGate,
+			stderr: []string{"over --max-growth 16.00 MiB"},
+		},
+		{
+			name:   "a healthy run passes the gate",
+			flags:  []string{"--fail-on", "leak,fragmentation,oom"},
+			script: `cp -R testdata/scenarios/out/leak_fixed/step* "$VRAMSCOPE_OUT"/`,
+			code:   exitOK,
+			stdout: []string{"verdict: healthy"},
+		},
+		{
+			name:   "the command's status without a gate",
+			script: `cp -R testdata/scenarios/out/leak_closure/step* "$VRAMSCOPE_OUT"/; exit 4`,
+			code:   4,
+			stdout: []string{"verdict: leak"},
+			stderr: []string{"sh exited with status 4", "vramscope: the command exited with status 4"},
+		},
+		{
+			name:   "a killed command still gets its answer",
+			script: `cp -R testdata/scenarios/out/leak_closure/step* "$VRAMSCOPE_OUT"/; kill -KILL $$`,
+			code:   128 + 9,
+			stdout: []string{"verdict: leak"},
+			stderr: []string{"sh killed by signal 9 (killed)"},
+		},
+		{
+			name:   "json",
+			flags:  []string{"--json"},
+			script: `cp -R testdata/scenarios/out/leak_fixed/step* "$VRAMSCOPE_OUT"/`,
+			stdout: []string{`"verdict": "healthy"`},
+		},
+		{
+			name:   "no analysis",
+			flags:  []string{"--no-analyze", "--fail-on", "leak"},
+			script: `cp -R testdata/scenarios/out/leak_closure/step* "$VRAMSCOPE_OUT"/`,
+			code:   exitOK,
+			stderr: []string{"recorded in"},
+		},
+		{
+			name:   "nothing recorded",
+			flags:  []string{"--fail-on", "leak"},
+			script: `echo no torch here`,
+			code:   exitOK,
+			stdout: []string{"no torch here"},
+			stderr: []string{"nothing recorded in"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "rec")
+			args := append([]string{"record", "--out", out}, tt.flags...)
+			args = append(args, "--", "sh", "-c", tt.script)
+			code, stdout, stderr := runCmd(args...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout, stderr)
+			}
+			for _, want := range tt.stdout {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, stdout)
+				}
+			}
+			for _, want := range tt.stderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestRecordUsage(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"record"}, "requires at least 1 arg"},
+		{[]string{"record", "--steps", "2,x", "--", "true"}, `--steps "2,x"`},
+		{[]string{"record", "--fail-on", "slow", "--", "true"}, `--fail-on "slow"`},
+		{[]string{"record", "--stacks", "cpp", "--", "true"}, `stacks "cpp"`},
+		{[]string{"record", "--final", "maybe", "--", "true"}, `final "maybe"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			if len(tt.args) > 1 {
+				tt.args = append(tt.args[:1], append([]string{"--out", t.TempDir()}, tt.args[1:]...)...)
+			}
+			code, _, stderr := runCmd(tt.args...)
+			if code != exitUsage || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, exitUsage, tt.want)
+			}
+		})
+	}
+}
+
+// TestRecordFlagsAfterCommand: flags after COMMAND are COMMAND's.
+func TestRecordFlagsAfterCommand(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := runCmd("record", "--out", out, "echo", "--json", "--steps", "x")
+	if code != exitOK || stdout != "--json --steps x\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+func TestHookCommand(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCmd("hook", "--write", dir)
+	want := filepath.Join(dir, "vramscope_hook.py")
+	if code != exitOK || stdout != want+"\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	got, err := os.ReadFile(want)
+	if err != nil || string(got) != string(capture.HookSource) {
+		t.Errorf("written hook differs from the embedded one (%v)", err)
+	}
+
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	code, stdout, _ = runCmd("hook", "--path")
+	path := strings.TrimSpace(stdout)
+	if code != exitOK || filepath.Base(path) != "vramscope_hook.py" {
+		t.Fatalf("hook --path: exit %d, %q", code, stdout)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Error(err)
+	}
+
+	for _, args := range [][]string{{"hook"}, {"hook", "--path", "--write", dir}} {
+		if code, _, _ := runCmd(args...); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
