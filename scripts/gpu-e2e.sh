@@ -110,7 +110,7 @@ fi
 server_case() {
 	local name=server dir=$work/server
 	rm -rf "$dir"
-	"$bin" record --json --out "$dir" --steps none --interval 3s -- "$py" "$e2e/server.py" --seconds 60 \
+	"$bin" record --json --out "$dir" --steps none --interval 3s --log-interval 1s -- "$py" "$e2e/server.py" --seconds 60 \
 		>"$out/logs/$name.json" 2>"$out/logs/$name.log" </dev/null &
 	local pid=$!
 	(sleep "$tmo" && kill -TERM "$pid" 2>/dev/null) &
@@ -118,12 +118,13 @@ server_case() {
 	# The hook announces its signal once the server has initialized CUDA.
 	for _ in $(seq 120); do
 		compgen -G "$dir/.vramscope/signal-*" >/dev/null && break
+		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.5
 	done
 	sleep 7
-	kill -USR1 "$pid"
+	kill -USR1 "$pid" 2>/dev/null
 	sleep 4
-	kill -INT "$pid"
+	kill -INT "$pid" 2>/dev/null
 	wait "$pid"
 	local rc=$?
 	kill "$watchdog" 2>/dev/null

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"github.com/vramscope/vramscope/analyze"
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/internal/units"
@@ -78,12 +77,13 @@ Exit status 3 when the gate (--fail-on, --max-growth, --max-peak) trips.`,
 			return runAnalyze(cmd.Context(), stdout, stderr, args, fl)
 		},
 	}
-	fl.register(cmd.Flags())
+	fl.register(cmd)
 	return cmd
 }
 
-// register defines analyze's flags on f; record shares them.
-func (fl *analyzeFlags) register(f *pflag.FlagSet) {
+// register defines analyze's flags on cmd; record shares them.
+func (fl *analyzeFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
 	f.BoolVar(&fl.json, "json", false, "print the report as JSON")
 	f.StringSliceVar(&fl.failOn, "fail-on", nil, "exit 3 when a process's verdict is one of these: leak, fragmentation, oom")
 	f.Var(&fl.maxGrowth, "max-growth", "exit 3 when a leak or fragmentation grows more than this per step (e.g. 64MiB)")

@@ -89,7 +89,7 @@ The same hook is a Python module for explicit control: see vramscope hook.`,
 	f.BoolVar(&fl.NoOOM, "no-oom", false, "no snapshot at an out-of-memory error")
 	f.StringVar(&fl.Final, "final", fl.Final, "dump at exit: auto (when nothing else was dumped), always or never")
 	f.BoolVar(&fl.noAnalyze, "no-analyze", false, "only record; do not analyze")
-	fl.analyze.register(f)
+	fl.analyze.register(cmd)
 	return cmd
 }
 

@@ -242,7 +242,8 @@ def summary_main(out):
             if base and t:
                 row[mode + "_overhead_pct"] = round((t / base - 1) * 100, 1)
         dumps = timing.get(prog + ".dumps", {})
-        row.update({k: dumps.get(k) for k in ("dump_seconds_median", "snapshot_bytes_median") if dumps})
+        row.update({k: dumps.get(k) for k in ("dump_seconds_median", "snapshot_bytes_median", "trace_entries",
+                                              "bytes_per_entry") if dumps})
         overhead[prog] = row
     env = load_json(os.path.join(out, "env.json"))
     res = {"ok": all(c["ok"] for c in cases), "cases": cases, "overhead": overhead, "timing": timing, "env": env}
@@ -254,13 +255,13 @@ def summary_main(out):
         lines.append("| %s | %s | %s | %s | %s |" % (c["case"], "yes" if c["ok"] else "**NO**", c["facts"].get("rc"),
                                                 c["facts"].get("verdict"), "; ".join(c["failures"]) or ""))
     lines += ["", "## Overhead (median step time)", "",
-              "| program | plain ms | record ms | record overhead | logger-only ms | logger overhead | dump s | snapshot bytes |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| program | plain ms | record ms | record overhead | logger-only ms | logger overhead | dump s | snapshot bytes | trace entries | bytes/entry |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for prog, r in overhead.items():
-        lines.append("| %s | %s | %s | %s%% | %s | %s%% | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s%% | %s | %s%% | %s | %s | %s | %s |" % (
             prog, _f(r.get("plain_ms")), _f(r.get("record_ms")), r.get("record_overhead_pct"),
             _f(r.get("logger_ms")), r.get("logger_overhead_pct"), r.get("dump_seconds_median"),
-            r.get("snapshot_bytes_median")))
+            r.get("snapshot_bytes_median"), r.get("trace_entries"), r.get("bytes_per_entry")))
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -278,6 +279,15 @@ def dumps_main(rec_dir, out):
     if ds:
         res["dump_seconds_median"] = statistics.median(d["dump_seconds"] for d in ds)
         res["snapshot_bytes_median"] = int(statistics.median(d["bytes"] for d in ds))
+        # Bytes per trace entry, to size --max-entries' default.
+        last = max(ds, key=lambda d: d["step"])
+        import pickle
+        with open(os.path.join(rec_dir, last["path"]), "rb") as f:
+            snap = pickle.load(f)
+        entries = sum(len(t) for t in snap.get("device_traces", []))
+        res["trace_entries"] = entries
+        if entries:
+            res["bytes_per_entry"] = round(last["bytes"] / entries)
     with open(out, "w") as f:
         json.dump(res, f)
 

@@ -32,8 +32,9 @@ def main():
     try:
         while time.time() < end:
             handle_batch(model, 64 + 64 * (served % 4))
+            torch.cuda.synchronize()
             served += 1
-            time.sleep(0.01)
+            time.sleep(0.05)          # idle between requests
     except KeyboardInterrupt:
         E.log(f"[server] interrupted after {served} batches")
         sys.exit(130)
