@@ -277,8 +277,9 @@ class _Recorder:
 
     def _hook_optimizer(self):
         try:
-            register = self.torch.optim.optimizer.register_optimizer_step_post_hook
-        except AttributeError:
+            # By module name: some releases delete the attribute from torch.optim.
+            register = importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook
+        except (ImportError, AttributeError):
             self._once("optim", "torch.optim has no global step hook; call vramscope_hook.step(n)")
             return
         self.handles.append(register(self._on_optimizer_step))
