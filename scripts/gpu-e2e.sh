@@ -31,7 +31,7 @@ out=$(cd "$out" && pwd)
 work=${E2E_WORK:-$(mktemp -d /tmp/vramscope-e2e.XXXXXX)}
 py=${PYTHON:-python3}
 tmo=${E2E_TIMEOUT:-150}
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 mkdir -p "$out/logs" "$out/timing" "$out/fixtures" "$work"
 : >"$out/results.jsonl"
 start=$SECONDS

@@ -361,9 +361,14 @@ class _Recorder:
                 "vramscope: out of memory on device %d: tried to allocate %d bytes with %d bytes "
                 "allocated by PyTorch and %d bytes free on the device (the message follows when "
                 "the error is raised)\n" % (device, alloc, device_allocated, device_free)))
-            _catch_next_exception(sys._getframe(1), self._on_oom_error)
         except Exception as e:
             self._once("oom-dump", "OOM snapshot failed: %r" % (e,))
+            return
+        try:
+            caller = sys._getframe(1)
+        except ValueError:
+            return  # an allocator thread with no Python frame (backward): sys.excepthook only
+        _catch_next_exception(caller, self._on_oom_error)
 
     def _on_oom_error(self, exc):
         text = getattr(self, "oom_text", None)

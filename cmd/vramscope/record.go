@@ -110,6 +110,10 @@ func runRecord(ctx context.Context, stdout, stderr io.Writer, argv []string, fl 
 		return err
 	}
 
+	if earlier, err := capture.Collect(fl.Out); err == nil && len(earlier) > 0 {
+		fmt.Fprintf(stderr, "vramscope: %s already holds %s from an earlier run; they will be analyzed too\n",
+			fl.Out, units.Plural(len(earlier), "file"))
+	}
 	st, err := capture.Run(argv, fl.Settings, os.Stdin, stdout, stderr)
 	if err != nil {
 		return fmt.Errorf("running %s: %w", argv[0], err)
