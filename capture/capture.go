@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -230,6 +231,12 @@ func Run(argv []string, s Settings, stdin io.Reader, stdout, stderr io.Writer) (
 		return Status{}, fmt.Errorf("writing the hook: %w", err)
 	}
 
+	if _, ok := stderr.(*os.File); !ok {
+		// The command's output is copied into stderr while the forwarder
+		// writes its notes there. Files stay files, so that the command
+		// still sees its terminal.
+		stderr = &lockedWriter{w: stderr}
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = Environ(os.Environ(), hookDir, s)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
@@ -259,4 +266,16 @@ func Run(argv []string, s Settings, stdin io.Reader, stdout, stderr io.Writer) (
 		st.Code = 128 + int(ws.Signal())
 	}
 	return st, nil
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (lw *lockedWriter) Write(p []byte) (int, error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.w.Write(p)
 }

@@ -14,8 +14,10 @@
 # recorded, pickles gzipped, files over 5 MB left out, with expected.json),
 # small enough to commit. The full recordings stay in a scratch folder
 # ($E2E_WORK, default a new /tmp folder). Every case runs under a timeout
-# ($E2E_TIMEOUT seconds, default 150) and a failed case does not stop the
-# others. Exits 1 when a case failed. About 4 minutes on an H100.
+# ($E2E_TIMEOUT seconds, default 90) and a failed case does not stop the
+# others; once $E2E_BUDGET seconds (default 450) have passed, the cases
+# left are reported as skipped, so that a hang cannot cost the results.
+# Exits 1 when a case failed. About 4 minutes on an H100.
 set -u
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -30,7 +32,8 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=${E2E_WORK:-$(mktemp -d /tmp/vramscope-e2e.XXXXXX)}
 py=${PYTHON:-python3}
-tmo=${E2E_TIMEOUT:-150}
+tmo=${E2E_TIMEOUT:-90}
+budget=${E2E_BUDGET:-450}
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 mkdir -p "$out/logs" "$out/timing" "$out/fixtures" "$work"
 : >"$out/results.jsonl"
@@ -67,6 +70,7 @@ check() {
 record_case() {
 	local name=$1
 	shift
+	in_budget "$name" || return
 	rm -rf "${work:?}/$name"
 	timeout -k 15 "$tmo" "$bin" record --json --out "$work/$name" "$@" \
 		>"$out/logs/$name.json" 2>"$out/logs/$name.log" </dev/null
@@ -76,6 +80,16 @@ record_case() {
 skip() {
 	printf '{"case": "%s", "ok": true, "skipped": "%s", "failures": [], "facts": {}}\n' "$1" "$2" >>"$out/results.jsonl"
 	echo "== $1: skipped ($2)"
+}
+
+# in_budget NAME: whether there is time left for the case NAME.
+in_budget() {
+	if [ $((SECONDS - start)) -ge "$budget" ]; then
+		printf '{"case": "%s", "ok": false, "failures": ["not run: the %ss budget was spent"], "facts": {}}\n' \
+			"$1" "$budget" >>"$out/results.jsonl"
+		echo "== $1: not run (budget spent)"
+		return 1
+	fi
 }
 
 # 1. The hook leaves alone a Python without torch, and one that imports
@@ -109,6 +123,7 @@ fi
 # record, then SIGINT sent to record reaches the server (exit 130).
 server_case() {
 	local name=server dir=$work/server
+	in_budget "$name" || return
 	rm -rf "$dir"
 	"$bin" record --json --out "$dir" --steps none --interval 3s --log-interval 1s -- "$py" "$e2e/server.py" --seconds 60 \
 		>"$out/logs/$name.json" 2>"$out/logs/$name.log" </dev/null &
@@ -136,6 +151,7 @@ server_case
 # 6. The hook as a module, without record.
 module_case() {
 	local name=module dir=$work/module
+	in_budget "$name" || return
 	rm -rf "$dir" "$work/hookmod"
 	"$bin" hook --write "$work/hookmod" >"$out/logs/$name.log" 2>&1
 	PYTHONPATH="$work/hookmod" timeout -k 15 "$tmo" "$py" "$e2e/module_api.py" "$dir" >>"$out/logs/$name.log" 2>&1
@@ -150,6 +166,7 @@ module_case
 # and with the memory log alone.
 overhead() {
 	local prog=$1 steps=60 warmup=15 t=$out/timing
+	in_budget "overhead-$prog" || return
 	local args=(--steps "$steps" --warmup "$warmup")
 	timeout -k 15 "$tmo" "$py" "$e2e/$prog.py" "${args[@]}" --timing "$t/$prog.plain.json" \
 		2>"$out/logs/overhead-$prog.plain.log"
