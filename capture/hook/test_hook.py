@@ -338,12 +338,24 @@ class TestMemoryLog(HookTest):
             text = f.read()
         self.assertTrue(text.startswith("timestamp,memory_summary,memory_allocated,memory_reserved\n"))
         rows = list(csv.reader(io.StringIO(text)))[1:]
-        # one row per step and one at exit
-        self.assertEqual([r[2] for r in rows], ["1.00", "2.00", "3.00", "4.00", "5.00", "6.00", "6.00"])
+        # one row per step
+        self.assertEqual([r[2] for r in rows], ["1.00", "2.00", "3.00", "4.00", "5.00", "6.00"])
         self.assertEqual(rows[0][3], "1.00")
         self.assertRegex(rows[0][0], r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$")
         self.assertIn("PyTorch CUDA memory summary; device ID 0", rows[0][1])
         self.assertNotIn(",", rows[0][1])
+
+    def test_interval(self):
+        r = self.ok("""
+            import time, torch
+            torch.cuda.alloc(3 << 20)
+            time.sleep(0.55)
+        """, env={"VRAMSCOPE_LOG_INTERVAL": "100ms"})
+        (name,) = r.files("*_memory_log.csv")
+        with open(os.path.join(r.out, name), newline="") as f:
+            rows = list(csv.reader(f))[1:]
+        self.assertGreaterEqual(len(rows), 3)
+        self.assertEqual({row[2] for row in rows}, {"3.00"})
 
     def test_off(self):
         r = self.ok(TRAIN, env={"VRAMSCOPE_LOG": "0"})

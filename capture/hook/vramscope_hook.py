@@ -463,8 +463,9 @@ class _Recorder:
         if self.stopped or os.getpid() != self.pid:
             return
         try:
+            # No sample at exit: the program has dropped its model by now,
+            # and a last row far below the rest would hide a trend.
             if self.logger is not None:
-                self.logger.sample()
                 self.logger.close()
             if self.s.final == "always" or (self.s.final == "auto" and self.dumps == 0):
                 self.dump("exit", folder="final")
