@@ -223,6 +223,16 @@ class TestDumps(HookTest):
         """)
         self.assertEqual([d["step"] for d in r.dumps()], [2, 3, 4])
 
+    def test_optimizer_made_anew(self):
+        r = self.ok("""
+            import torch
+            for i in range(4):
+                torch.cuda.alloc(1 << 20)
+                opt = torch.optim.Optimizer()
+                opt.step()
+        """)
+        self.assertEqual([d["step"] for d in r.dumps()], [2, 3, 4])
+
     def test_explicit_steps_replace_the_optimizer(self):
         r = self.ok("""
             import torch, vramscope_hook

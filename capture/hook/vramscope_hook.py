@@ -211,7 +211,7 @@ class _Recorder:
         self.lock = threading.RLock()
         self.step = 0            # steps completed (optimizer steps or step(n))
         self.explicit = False    # step() was called: the optimizer hook stops counting
-        self.opt_steps = weakref.WeakKeyDictionary()
+        self.lead = None         # weak reference to the optimizer that keeps the step count
         self.recording = False   # memory history is on
         self.stopped = False     # stop() was called: hooks torch keeps do nothing
         self.dumps = 0           # snapshots written by this process
@@ -246,20 +246,23 @@ class _Recorder:
     def _on_cuda_init(self):
         # Runs inside torch.cuda._lazy_init: an exception here would break the
         # program's first CUDA call, so none escapes.
-        try:
-            if self.stopped or os.getpid() != self.pid:
-                return
-            if self.s.history:
-                self._record_history()
-            if self.s.oom:
-                self._attach_oom_observer()
-            # Only processes that record take the dump signal: a launcher
-            # that imports torch but never uses CUDA keeps its default.
-            if self.s.signal not in ("", "NONE", "OFF"):
-                self._install_signal()
-            self._start_threads()
-        except Exception as e:
-            self._once("init", "could not start recording: %r" % (e,))
+        if self.stopped or os.getpid() != self.pid:
+            return
+        parts = []
+        if self.s.history:
+            parts.append(self._record_history)
+        if self.s.oom:
+            parts.append(self._attach_oom_observer)
+        # Only processes that record take the dump signal: a launcher that
+        # imports torch but never uses CUDA keeps its default.
+        if self.s.signal not in ("", "NONE", "OFF"):
+            parts.append(self._install_signal)
+        parts.append(self._start_threads)
+        for part in parts:  # each on its own: one that fails leaves the others
+            try:
+                part()
+            except Exception as e:
+                self._once(part.__name__, "%s failed: %r" % (part.__name__.strip("_"), e))
 
     def _record_history(self):
         mem = self.torch.cuda.memory
@@ -285,18 +288,19 @@ class _Recorder:
         self.handles.append(register(self._on_optimizer_step))
 
     def _on_optimizer_step(self, optimizer, args, kwargs):
-        """One step ends when any optimizer completes a step no other has: with
-        several optimizers (GAN, actor and critic) the step count is the most
-        steps any of them took, not their sum."""
+        """The first optimizer to step keeps the time: each of its steps ends
+        a step, so that with several (GAN, actor and critic) one iteration
+        counts once. When it is gone (an optimizer made anew each epoch),
+        the next one to step takes over the count."""
         if self.explicit:
             return
-        try:
-            n = self.opt_steps.get(optimizer, 0) + 1
-            self.opt_steps[optimizer] = n
-        except TypeError:
-            n = self.step + 1
-        if n > self.step:
-            self._end_step(n)
+        lead = self.lead() if self.lead is not None else None
+        if lead is None:
+            with contextlib.suppress(TypeError):  # no weak reference: every step counts
+                self.lead = weakref.ref(optimizer)
+            lead = optimizer
+        if optimizer is lead:
+            self._end_step(self.step + 1)
 
     def _end_step(self, n):
         with self.lock:
@@ -317,7 +321,7 @@ class _Recorder:
                 return
             signal.signal(signum, self._on_signal)
         except ValueError:
-            return  # torch was imported off the main thread: no signal handlers there
+            return  # CUDA started off the main thread, where no signal handler can be set
         self._announce(signum)
 
     def _announce(self, signum):
