@@ -73,7 +73,7 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{
 		Stacks:     "python",
-		MaxEntries: 200_000,
+		MaxEntries: 1_000_000,
 		Steps:      []int{2, 3, 4},
 		Signal:     "USR1",
 		Final:      "auto",

@@ -72,7 +72,7 @@ func TestSettingsEnv(t *testing.T) {
 	d := DefaultSettings()
 	d.Out = "/o"
 	for _, kv := range []string{"VRAMSCOPE_STEPS=2,3,4", "VRAMSCOPE_HISTORY=1", "VRAMSCOPE_LOG_INTERVAL=0",
-		"VRAMSCOPE_SIGNAL=USR1", "VRAMSCOPE_FINAL=auto", "VRAMSCOPE_MAX_ENTRIES=200000"} {
+		"VRAMSCOPE_SIGNAL=USR1", "VRAMSCOPE_FINAL=auto", "VRAMSCOPE_MAX_ENTRIES=1000000"} {
 		if !slices.Contains(d.Env(), kv) {
 			t.Errorf("defaults lack %s", kv)
 		}

@@ -56,10 +56,12 @@ __all__ = ["start", "stop", "step", "dump", "capture", "Settings"]
 _ENV = "VRAMSCOPE_"
 _MiB = 1024 * 1024
 
-# Default ring-buffer size of the allocator history. With Python stacks an
-# entry pickles to roughly 1-3 KB, so 200,000 entries keep a snapshot in
-# the few-hundred-MB range while covering many steps of a training loop.
-DEFAULT_MAX_ENTRIES = 200_000
+# Default ring-buffer size of the allocator history, per device. With
+# Python stacks an entry pickles to 50-100 bytes in the shipped H100
+# scenarios (frames are shared between entries) and a few hundred with deep
+# model stacks, so a snapshot stays within a few hundred MB while covering
+# many steps of a training loop.
+DEFAULT_MAX_ENTRIES = 1_000_000
 
 
 def _warn(msg):
