@@ -95,21 +95,19 @@ func (fl *analyzeFlags) register(cmd *cobra.Command) {
 // gateVerdicts are the verdicts --fail-on accepts.
 var gateVerdicts = []analyze.Verdict{analyze.Leak, analyze.Fragmentation, analyze.OOM}
 
-// check reports a --fail-on value that is not a verdict.
-func (fl analyzeFlags) check() error {
+// filter checks the flags that parsing does not (a --fail-on value that is
+// not a verdict, a bad regexp) and returns the callsite filter.
+func (fl analyzeFlags) filter() (*callsite.Filter, error) {
 	for _, v := range fl.failOn {
 		if !slices.Contains(gateVerdicts, analyze.Verdict(v)) {
-			return fmt.Errorf("--fail-on %q: want leak, fragmentation or oom", v)
+			return nil, fmt.Errorf("--fail-on %q: want leak, fragmentation or oom", v)
 		}
 	}
-	return nil
+	return callsite.NewFilter(fl.focus, fl.ignore)
 }
 
 func runAnalyze(ctx context.Context, stdout, stderr io.Writer, args []string, fl analyzeFlags) error {
-	if err := fl.check(); err != nil {
-		return err
-	}
-	filter, err := callsite.NewFilter(fl.focus, fl.ignore)
+	filter, err := fl.filter()
 	if err != nil {
 		return err
 	}

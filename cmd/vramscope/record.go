@@ -105,8 +105,8 @@ func runRecord(ctx context.Context, stdout, stderr io.Writer, argv []string, fl 
 	if fl.Out, err = filepath.Abs(fl.Out); err != nil {
 		return err
 	}
-	// Check the gate's flags before the command runs for an hour.
-	if err := fl.analyze.check(); err != nil {
+	// Check analyze's flags before the command runs for an hour.
+	if _, err := fl.analyze.filter(); err != nil {
 		return err
 	}
 

@@ -112,6 +112,7 @@ func TestRecordUsage(t *testing.T) {
 		{[]string{"record"}, "requires at least 1 arg"},
 		{[]string{"record", "--steps", "2,x", "--", "true"}, `--steps "2,x"`},
 		{[]string{"record", "--fail-on", "slow", "--", "true"}, `--fail-on "slow"`},
+		{[]string{"record", "--focus", "(", "--", "true"}, `focus pattern "("`},
 		{[]string{"record", "--stacks", "cpp", "--", "true"}, `stacks "cpp"`},
 		{[]string{"record", "--final", "maybe", "--", "true"}, `final "maybe"`},
 	}
