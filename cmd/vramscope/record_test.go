@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -165,5 +167,48 @@ func TestHookCommand(t *testing.T) {
 		if code, _, _ := runCmd(args...); code != exitUsage {
 			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)
 		}
+	}
+}
+
+// TestRecordWithHook runs the embedded hook for real, in python3 with the
+// stand-in torch of capture/hook/testdata: a training loop whose steps 2,
+// 3 and 4 are dumped and logged, then analyzed.
+func TestRecordWithHook(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed")
+	}
+	fromRepoRoot(t)
+	stand, err := filepath.Abs("capture/hook/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PYTHONPATH", stand)
+	script := filepath.Join(t.TempDir(), "train.py")
+	program := "import torch\nopt = torch.optim.Optimizer()\nfor i in range(5):\n    torch.cuda.alloc(1 << 20)\n    opt.step()\n"
+	if err := os.WriteFile(script, []byte(program), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "rec")
+	code, stdout, stderr := runCmd("record", "--out", out, "--json", "--", python, script)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{"step2/train_rank0_pid", "step3/train_rank0_pid", "step4/train_rank0_pid", "_memory_log.csv"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("record lists no %s:\n%s", want, stderr)
+		}
+	}
+	var rep struct {
+		Processes []struct {
+			Tag    string
+			Inputs []string
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if len(rep.Processes) != 1 || rep.Processes[0].Tag != "train" || len(rep.Processes[0].Inputs) != 4 {
+		t.Errorf("analysis %+v, want one process, train, with 3 snapshots and a memory log", rep.Processes)
 	}
 }
