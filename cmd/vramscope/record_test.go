@@ -212,3 +212,86 @@ func TestRecordWithHook(t *testing.T) {
 		t.Errorf("analysis %+v, want one process, train, with 3 snapshots and a memory log", rep.Processes)
 	}
 }
+
+// TestRecordedFixtures analyzes what `vramscope record` captured around
+// real programs on an H100 (scripts/gpu-e2e.sh, committed under
+// testdata/record/) and checks what each program was written to do: the
+// healthy loops stay healthy, leak_train keeps compute_logits's 16 MiB a
+// step, oom_train runs out of memory in build_attention_scores with its
+// OOM snapshot and message beside the step dumps, and the torchrun job is
+// two processes, rank 1 leaking in cache_prompt_embeddings.
+func TestRecordedFixtures(t *testing.T) {
+	fromRepoRoot(t)
+	type leak struct {
+		function string
+		perStep  int64
+	}
+	tests := []struct {
+		dir     string
+		verdict string
+		ranks   map[int]string // rank -> verdict
+		leaks   []leak
+		oomIn   string
+	}{
+		{dir: "healthy", verdict: "healthy", ranks: map[int]string{0: "healthy"}},
+		{dir: "llama", verdict: "healthy", ranks: map[int]string{0: "healthy"}},
+		{dir: "server", verdict: "healthy", ranks: map[int]string{0: "healthy"}},
+		{dir: "module", verdict: "healthy"},
+		{dir: "leak", verdict: "leak", ranks: map[int]string{0: "leak"}, leaks: []leak{{"compute_logits", 16 << 20}}},
+		{dir: "ddp", verdict: "leak", ranks: map[int]string{0: "healthy", 1: "leak"}, leaks: []leak{{"cache_prompt_embeddings", 16 << 20}}},
+		{dir: "oom", verdict: "oom", ranks: map[int]string{0: "oom"}, oomIn: "build_attention_scores"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dir, func(t *testing.T) {
+			_, stdout, stderr := runCmd("analyze", "--json", filepath.Join("testdata/record", tt.dir))
+			var got struct {
+				Verdict   string `json:"verdict"`
+				Processes []struct {
+					Rank     *int   `json:"rank"`
+					Verdict  string `json:"verdict"`
+					Findings []struct {
+						Kind         string `json:"kind"`
+						BytesPerStep int64  `json:"bytes_per_step"`
+						Callsite     *struct {
+							Function string `json:"function"`
+						} `json:"callsite"`
+					} `json:"findings"`
+				} `json:"processes"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			if got.Verdict != tt.verdict {
+				t.Errorf("verdict %s, want %s", got.Verdict, tt.verdict)
+			}
+			if tt.ranks != nil && len(got.Processes) != len(tt.ranks) {
+				t.Errorf("%d processes, want %d", len(got.Processes), len(tt.ranks))
+			}
+			found := map[string]int64{}
+			oomAt := ""
+			for _, p := range got.Processes {
+				if p.Rank != nil && tt.ranks != nil && p.Verdict != tt.ranks[*p.Rank] {
+					t.Errorf("rank %d: verdict %s, want %s", *p.Rank, p.Verdict, tt.ranks[*p.Rank])
+				}
+				for _, f := range p.Findings {
+					switch {
+					case f.Callsite == nil:
+					case f.Kind == "leak":
+						found[f.Callsite.Function] = f.BytesPerStep
+					case f.Kind == "oom" && oomAt == "":
+						oomAt = f.Callsite.Function
+					}
+				}
+			}
+			for _, l := range tt.leaks {
+				// The allocator's block for a 16 MiB tensor is 16 MiB.
+				if found[l.function] != l.perStep {
+					t.Errorf("leak in %s: %d bytes a step, want %d (leaks: %v)", l.function, found[l.function], l.perStep, found)
+				}
+			}
+			if tt.oomIn != oomAt {
+				t.Errorf("OOM finding at %q, want %q", oomAt, tt.oomIn)
+			}
+		})
+	}
+}
