@@ -15,7 +15,7 @@ import (
 // It returns 0 for fewer than two distinct xs. It costs O(n²): callers
 // with long series reduce them first (see Buckets).
 func TheilSen(xs []float64, ys []int64) float64 {
-	var slopes []float64
+	slopes := make([]float64, 0, len(xs)*(len(xs)-1)/2)
 	for i := range xs {
 		for j := i + 1; j < len(xs); j++ {
 			if dx := xs[j] - xs[i]; dx != 0 {

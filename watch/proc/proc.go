@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -59,6 +60,11 @@ type Reader struct {
 
 	mu    sync.Mutex
 	users map[string]string
+	// stats holds each watched pid's stat file open: the sampler reads it
+	// every second, and one pread costs a fraction of an open, read and
+	// close. An open stat file keeps naming its own process: once that
+	// process is gone (and its pid maybe reused) reads fail with ESRCH.
+	stats map[int]*os.File
 }
 
 // ErrGone is returned for a process that no longer exists.
@@ -71,11 +77,42 @@ func (r *Reader) path(pid int, name string) string {
 // StartTicks reads only the start time of pid: what the sampler needs
 // every second to tell a known process from a new one with a reused pid.
 func (r *Reader) StartTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile(r.path(pid, "stat"))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var buf [1024]byte
+	if f := r.stats[pid]; f != nil {
+		if n, err := f.ReadAt(buf[:], 0); n > 0 && (err == nil || errors.Is(err, io.EOF)) {
+			return parseStart(buf[:n])
+		}
+		// The process it named is gone; the pid may hold another.
+		f.Close()
+		delete(r.stats, pid)
+	}
+	f, err := os.Open(r.path(pid, "stat"))
 	if err != nil {
 		return 0, gone(pid, err)
 	}
-	return parseStart(b)
+	n, err := f.ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		f.Close()
+		return 0, gone(pid, err)
+	}
+	if r.stats == nil {
+		r.stats = map[int]*os.File{}
+	}
+	r.stats[pid] = f
+	return parseStart(buf[:n])
+}
+
+// Forget closes what the reader keeps open for pid, once it is no longer
+// watched.
+func (r *Reader) Forget(pid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f := r.stats[pid]; f != nil {
+		f.Close()
+		delete(r.stats, pid)
+	}
 }
 
 func gone(pid int, err error) error {
