@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"maps"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/vramscope/vramscope/watch/gpu/gputest"
 	"github.com/vramscope/vramscope/watch/history"
 	"github.com/vramscope/vramscope/watch/proc"
+	"github.com/vramscope/vramscope/watch/proc/proctest"
 	"github.com/vramscope/vramscope/watch/verdict"
 )
 
@@ -23,42 +26,18 @@ const MiB = gputest.MiB
 
 var t0 = time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC)
 
-// fakeProcs is a /proc of scripted identities.
-type fakeProcs struct {
-	mu  sync.Mutex
-	ids map[int]proc.Identity
+// procTree is a fake /proc whose processes have RANK = pid % 8.
+type procTree struct{ *proctest.Tree }
+
+func newProcTree(t *testing.T) *procTree { return &procTree{proctest.New(t)} }
+
+func (tr *procTree) start(pid int, start uint64, command string, env map[string]string) {
+	e := map[string]string{"RANK": strconv.Itoa(pid % 8)}
+	maps.Copy(e, env)
+	tr.Start(proctest.Process{PID: pid, StartTicks: start, Command: command, Argv: []string{"/usr/bin/python3", command + ".py"}, Env: e})
 }
 
-func newFakeProcs() *fakeProcs { return &fakeProcs{ids: map[int]proc.Identity{}} }
-
-func (f *fakeProcs) start(pid int, start uint64, command string, env map[string]string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	rank := pid % 8
-	f.ids[pid] = proc.Identity{PID: pid, StartTicks: start, Command: command, Cmdline: "/usr/bin/python3", User: "alice", Rank: &rank, Env: env}
-}
-
-func (f *fakeProcs) StartTicks(pid int) (uint64, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	id, ok := f.ids[pid]
-	if !ok {
-		return 0, proc.ErrGone
-	}
-	return id.StartTicks, nil
-}
-
-func (f *fakeProcs) Forget(int) {}
-
-func (f *fakeProcs) Read(pid int) (proc.Identity, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	id, ok := f.ids[pid]
-	if !ok {
-		return id, proc.ErrGone
-	}
-	return id, nil
-}
+func (tr *procTree) reader() *proc.Reader { return &proc.Reader{Root: tr.Root, Keep: dump.EnvVars} }
 
 func newAgent(t *testing.T, node *gputest.Node, procs Procs, store *history.Store, capt Capturer) (*Agent, *strings.Builder) {
 	t.Helper()
@@ -89,11 +68,11 @@ func byPID(st State, pid int) *Process {
 // fails once.
 func TestScriptedNode(t *testing.T) {
 	node := gputest.NewNode(2)
-	procs := newFakeProcs()
+	procs := newProcTree(t)
 	for pid, cmd := range map[int]string{100: "leaker", 101: "flat", 102: "warmup", 200: "sawtooth"} {
 		procs.start(pid, uint64(pid)*10, cmd, nil)
 	}
-	a, log := newAgent(t, node, procs, nil, nil)
+	a, log := newAgent(t, node, procs.reader(), nil, nil)
 	var firstLeak time.Duration = -1
 	for s := 0; s <= 15*60; s++ {
 		now := t0.Add(time.Duration(s) * time.Second)
@@ -176,9 +155,9 @@ func TestScriptedNode(t *testing.T) {
 // A reused pid starts a new series with a new verdict window.
 func TestPIDReuse(t *testing.T) {
 	node := gputest.NewNode(1)
-	procs := newFakeProcs()
+	procs := newProcTree(t)
 	procs.start(100, 1, "first", nil)
-	a, _ := newAgent(t, node, procs, nil, nil)
+	a, _ := newAgent(t, node, procs.reader(), nil, nil)
 	for s := range 60 {
 		node.Set(0, 100, uint64(1000+s)*MiB)
 		a.Step(t0.Add(time.Duration(s) * time.Second))
@@ -197,7 +176,7 @@ func TestPIDReuse(t *testing.T) {
 func TestRestartKeepsWindows(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "history.db")
 	node := gputest.NewNode(1)
-	procs := newFakeProcs()
+	procs := newProcTree(t)
 	procs.start(100, 1, "leaker", nil)
 	leak := func(s int) uint64 { return uint64(4096*MiB + s*38*MiB/60) }
 	run := func(from, to int) (firstLeak int) {
@@ -206,7 +185,7 @@ func TestRestartKeepsWindows(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer store.Close()
-		a, _ := newAgent(t, node, procs, store, nil)
+		a, _ := newAgent(t, node, procs.reader(), store, nil)
 		firstLeak = -1
 		for s := from; s < to; s++ {
 			node.Set(0, 100, leak(s))
@@ -246,11 +225,11 @@ func (f *fakeCapturer) Capture(ctx context.Context, id proc.Identity) (*dump.Res
 // never signalled.
 func TestCaptureOnLeak(t *testing.T) {
 	node := gputest.NewNode(1)
-	procs := newFakeProcs()
+	procs := newProcTree(t)
 	procs.start(100, 1, "hooked", map[string]string{dump.EnvOut: "/runs/mem"})
 	procs.start(101, 1, "plain", nil)
 	capt := &fakeCapturer{}
-	a, log := newAgent(t, node, procs, nil, capt)
+	a, log := newAgent(t, node, procs.reader(), nil, capt)
 	for s := 0; s <= 14*60; s++ {
 		node.Set(0, 100, uint64(4096*MiB+s*38*MiB/60))
 		node.Set(0, 101, uint64(4096*MiB+s*38*MiB/60))
@@ -272,8 +251,8 @@ func TestCaptureOnLeak(t *testing.T) {
 
 func TestNVMLDown(t *testing.T) {
 	node := gputest.NewNode(1)
-	procs := newFakeProcs()
-	a, log := newAgent(t, node, procs, nil, nil)
+	procs := newProcTree(t)
+	a, log := newAgent(t, node, procs.reader(), nil, nil)
 	a.Step(t0)
 	node.CountErr = nvml.ERROR_UNKNOWN
 	a.Step(t0.Add(time.Second))
