@@ -163,6 +163,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	root.AddCommand(newReportCommand(stderr))
 	root.AddCommand(newServeCommand(stderr))
 	root.AddCommand(newRecordCommand(stdout, stderr), newHookCommand(stdout))
+	root.AddCommand(newWatchCommand(stdout, stderr))
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {

@@ -416,6 +416,19 @@ func (a *Agent) State() State {
 	return st
 }
 
+// Recent returns the samples of a live series' verdict window (unix
+// milliseconds and bytes); ok is false for a series that is not live.
+func (a *Agent) Recent(key string) (times, values []int64, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.live[key]
+	if !ok {
+		return nil, nil, false
+	}
+	times, values = p.window.Samples()
+	return times, values, true
+}
+
 // Store is the agent's history, nil when it keeps none.
 func (a *Agent) Store() *history.Store { return a.store }
 

@@ -2,8 +2,8 @@ package agent
 
 import (
 	"context"
-	"maps"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"strings"

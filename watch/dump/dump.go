@@ -47,6 +47,8 @@ type Result struct {
 	Findings []diagnose.Finding `json:"findings"`
 	// Seconds is how long the capture took, signal to findings.
 	Seconds float64 `json:"seconds"`
+	// Report is the whole analysis, for `watch --dump`'s text.
+	Report *analyze.Report `json:"-"`
 }
 
 // Top is the first finding with a callsite, nil when none has one.
@@ -104,11 +106,11 @@ func (c *Capturer) Capture(ctx context.Context, id proc.Identity) (*Result, erro
 			paths = append(paths, p)
 		}
 	}
-	res := &Result{Time: start, PID: id.PID, Dump: filepath.Join(out, notes[len(notes)-1].Path), Inputs: paths}
 	rep, err := Analyze(paths, c.Options)
 	if err != nil {
 		return nil, fmt.Errorf("pid %d: %w", id.PID, err)
 	}
+	res := &Result{Time: start, PID: id.PID, Dump: filepath.Join(out, notes[len(notes)-1].Path), Inputs: paths, Report: rep}
 	if p := processOf(rep, id.PID); p != nil {
 		res.Verdict, res.Findings = p.Verdict, p.Findings
 	}

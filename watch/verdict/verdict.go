@@ -124,6 +124,12 @@ func (w *Window) Add(t time.Time, used uint64) {
 	}
 }
 
+// Samples returns copies of the window's sample times (unix
+// milliseconds) and values.
+func (w *Window) Samples() (times, values []int64) {
+	return slices.Clone(w.times), slices.Clone(w.bytes)
+}
+
 // Len is the number of samples in the window.
 func (w *Window) Len() int { return len(w.times) }
 

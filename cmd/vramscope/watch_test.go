@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// On a machine without the NVIDIA driver the binary still starts, and
+// watch says why it cannot run, with exit status 2.
+func TestWatchWithoutDriver(t *testing.T) {
+	lib := nvml.New()
+	if lib.Init() == nvml.SUCCESS {
+		lib.Shutdown()
+		t.Skip("this machine has an NVIDIA driver; scripts/watch-e2e.sh covers it")
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), &stdout, &stderr, []string{"watch", "--listen", "127.0.0.1:0"})
+	if code != exitInputError || !strings.Contains(stderr.String(), "no NVIDIA driver was found") {
+		t.Errorf("exit %d, stderr %q; want 2 and no NVIDIA driver", code, stderr.String())
+	}
+}
+
+func TestWatchDumpNotHooked(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), &stdout, &stderr, []string{"watch", "--dump", "1"})
+	if code != exitInputError || !strings.Contains(stderr.String(), "not running under the vramscope hook") {
+		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestWatchBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"watch", "--window", "0s"}, {"watch", "--steadiness", "2"}, {"watch", "--interval", "0s"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), &stdout, &stderr, args); code != exitUsage {
+			t.Errorf("%v: exit %d, want 1: %s", args, code, stderr.String())
+		}
+	}
+}
