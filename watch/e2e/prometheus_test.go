@@ -18,7 +18,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/watch/agent"
+	"github.com/vramscope/vramscope/watch/dump"
 	"github.com/vramscope/vramscope/watch/gpu"
 	"github.com/vramscope/vramscope/watch/gpu/gputest"
 	"github.com/vramscope/vramscope/watch/metrics"
@@ -29,12 +31,24 @@ import (
 
 const MiB = gputest.MiB
 
+// cannedCapture answers a capture with leak_closure's finding (watch/dump's
+// own test captures from a process that plays the hook).
+type cannedCapture struct{}
+
+func (cannedCapture) Capture(ctx context.Context, id proc.Identity) (*dump.Result, error) {
+	return &dump.Result{PID: id.PID, Verdict: "leak", Findings: []diagnose.Finding{{
+		Kind: diagnose.KindLeak, Severity: diagnose.High, BytesPerStep: 38 * MiB,
+		Title:    "compute_next_token_logits keeps 38.00 MiB more live memory every step",
+		Callsite: &diagnose.Frame{Function: "compute_next_token_logits", File: "/srv/leak_closure.py", Line: 78},
+	}}}, nil
+}
+
 // startAgent runs the agent on a scripted node (a leaking and a steady
 // process) every 100 ms with a 5 s window, serving /metrics on loopback.
 func startAgent(t *testing.T, ctx context.Context) string {
 	node := gputest.NewNode(1)
 	tree := proctest.New(t)
-	tree.Start(proctest.Process{PID: 4242, StartTicks: 1, Command: "leaker", Argv: []string{"python3", "leak.py"}, Env: map[string]string{"RANK": "0"}})
+	tree.Start(proctest.Process{PID: 4242, StartTicks: 1, Command: "leaker", Argv: []string{"python3", "leak.py"}, Env: map[string]string{"RANK": "0", dump.EnvOut: "/runs/mem"}})
 	tree.Start(proctest.Process{PID: 4243, StartTicks: 1, Command: "steady", Argv: []string{"python3", "serve.py"}, Env: map[string]string{"RANK": "1"}})
 	node.Set(0, 4242, 4096*MiB)
 	node.Set(0, 4243, 8192*MiB)
@@ -43,7 +57,8 @@ func startAgent(t *testing.T, ctx context.Context) string {
 		t.Fatal(err)
 	}
 	vc := verdict.Config{Window: 5 * time.Second, MinRate: 1 * MiB, Steadiness: verdict.DefaultConfig.Steadiness, Buckets: 25}
-	a, err := agent.New(agent.Config{Verdict: vc, CompactEvery: time.Hour}, src, &proc.Reader{Root: tree.Root}, nil, nil)
+	a, err := agent.New(agent.Config{Verdict: vc, Capture: true, CaptureEvery: time.Hour, CompactEvery: time.Hour}, src,
+		&proc.Reader{Root: tree.Root, Keep: dump.EnvVars}, nil, cannedCapture{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +198,36 @@ scrape_configs:
 	alerts := waitFor(t, addr, `ALERTS{alertname="VramscopeProcessLeak"}`, func(r []map[string]any) bool { return len(r) > 0 })
 	if m := alerts[0]["metric"].(map[string]any); m["pid"] != "4242" || m["alertstate"] != "pending" {
 		t.Errorf("alert %v", m)
+	}
+	// Every query of the Grafana dashboard runs, and those of its leak
+	// panels find the leaker.
+	b, err := os.ReadFile("../../deploy/grafana/vramscope.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			r, err := query(addr, strings.ReplaceAll(tg.Expr, "$hostname", ".*"))
+			if err != nil || len(r) == 0 {
+				t.Errorf("panel %q: %s: %v, %d series", p.Title, tg.Expr, err, len(r))
+			}
+		}
+	}
+	// With the capture, the callsite alert fires at once and names the line.
+	fired := waitFor(t, addr, `ALERTS{alertname="VramscopeLeakCallsite",alertstate="firing"}`, func(r []map[string]any) bool { return len(r) > 0 })
+	if m := fired[0]["metric"].(map[string]any); m["callsite"] != "/srv/leak_closure.py:78" || m["function"] != "compute_next_token_logits" || m["pid"] != "4242" {
+		t.Errorf("callsite alert %v", m)
 	}
 	rate := waitFor(t, addr, `vramscope_process_memory_growth_bytes_per_second{pid="4242"}`, func(r []map[string]any) bool { return len(r) == 1 })
 	t.Logf("Prometheus sees pid 4242 leaking at %v B/s (scripted: 20 MiB/s)", rate[0]["value"].([]any)[1])
