@@ -16,21 +16,22 @@ import (
 	"github.com/vramscope/vramscope/watch/proc"
 )
 
-// The leak_closure scenario: a server whose compute_next_token_logits
-// keeps 38 MiB more every step (testdata/scenarios/leak_closure.py).
-var fixture = func(step int) string {
-	return fmt.Sprintf("../../testdata/scenarios/out/leak_closure/step%d/server_rank0_pid561.pickle.gz", step)
+// fixture is step's snapshot of the leak_closure scenario under dir: a
+// server whose compute_next_token_logits keeps 38 MiB more every step
+// (testdata/scenarios/leak_closure.py).
+func fixture(dir string, step int) string {
+	return filepath.Join(dir, fmt.Sprintf("step%d/server_rank0_pid561.pickle.gz", step))
 }
 
 // fakeHook plays the hook in a child process: it has dumped steps 2 and
 // 3 already, announces its handler, and on SIGUSR1 dumps "step 4" into a
 // time folder, as vramscope_hook.py does.
-func fakeHook(out string) {
+func fakeHook(out, fixtures string) {
 	pid := os.Getpid()
 	name := fmt.Sprintf("server_rank0_pid%d.pickle.gz", pid)
 	notes := filepath.Join(out, controlDir, fmt.Sprintf(dumpsNote, pid))
 	dump := func(step int, folder, reason string) {
-		b, err := os.ReadFile(fixture(step))
+		b, err := os.ReadFile(fixture(fixtures, step))
 		if err != nil {
 			panic(err)
 		}
@@ -61,24 +62,17 @@ func fakeHook(out string) {
 
 func TestCapture(t *testing.T) {
 	if out := os.Getenv("DUMP_FAKE_HOOK"); out != "" {
-		fakeHook(out)
+		fakeHook(out, os.Getenv("DUMP_FIXTURES"))
 		return
 	}
-	// A relative output folder, resolved through /proc/PID/cwd.
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCapture$")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "DUMP_FAKE_HOOK=runs/mem")
-	// The child's working directory holds no fixture: give it the
-	// absolute paths through a symlink farm of the three steps.
-	wd, _ := os.Getwd()
-	for step := 2; step <= 4; step++ {
-		link := filepath.Join(dir, fixture(step))
-		os.MkdirAll(filepath.Dir(link), 0o755)
-		if err := os.Symlink(filepath.Join(wd, fixture(step)), link); err != nil {
-			t.Fatal(err)
-		}
+	fixtures, err := filepath.Abs("../../testdata/scenarios/out/leak_closure")
+	if err != nil {
+		t.Fatal(err)
 	}
+	// A relative output folder, resolved through /proc/PID/cwd.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCapture$")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "DUMP_FAKE_HOOK=runs/mem", "DUMP_FIXTURES="+fixtures)
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
