@@ -40,3 +40,16 @@ func TestWatchBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// The live page's report link renders report's page of a capture's
+// snapshots.
+func TestWatchReportPage(t *testing.T) {
+	var b strings.Builder
+	paths := []string{"../../testdata/scenarios/out/leak_closure/step2/server_rank0_pid561.pickle.gz", "../../testdata/scenarios/out/leak_closure/step4/server_rank0_pid561.pickle.gz"}
+	if err := writeReportPage(context.Background(), &b, "vramscope: pid 561 (server) on gpu 0", paths); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "pid 561 (server) on gpu 0") || !strings.Contains(b.String(), "compute_next_token_logits") {
+		t.Errorf("page of %d bytes lacks the title or the leak", b.Len())
+	}
+}
