@@ -306,22 +306,23 @@ func (a *Agent) process(now time.Time, d gpu.Device, gp gpu.Process) *Process {
 	return p
 }
 
-// judge updates p's verdict and starts a capture when it turns into a leak.
+// judge updates p's verdict, and captures a leaking hooked process: when
+// it turns into a leak, and again every CaptureEvery while it stays one
+// (a capture that failed, say before the hook armed, is retried then).
 func (a *Agent) judge(now time.Time, p *Process) {
 	old := p.Verdict.Verdict
 	p.Verdict = p.window.Judge()
 	v := p.Verdict.Verdict
-	if v == old {
-		return
-	}
-	if v == verdict.Leak {
-		p.LeakSince = now
-	} else {
-		p.LeakSince = time.Time{}
-	}
-	if v != verdict.Pending && old != "" {
-		fmt.Fprintf(a.cfg.Log, "%s gpu%d pid %d (%s%s): %s -> %s, %s, %+.1f MiB/min, steadiness %.2f\n",
-			stamp(now), p.GPU, p.PID, p.Command, rankText(p.Identity), old, v, mib(p.UsedBytes), p.Verdict.BytesPerMinute/(1<<20), p.Verdict.Steadiness)
+	if v != old {
+		if v == verdict.Leak {
+			p.LeakSince = now
+		} else {
+			p.LeakSince = time.Time{}
+		}
+		if v != verdict.Pending && old != "" {
+			fmt.Fprintf(a.cfg.Log, "%s gpu%d pid %d (%s%s): %s -> %s, %s, %+.1f MiB/min, steadiness %.2f\n",
+				stamp(now), p.GPU, p.PID, p.Command, rankText(p.Identity), old, v, mib(p.UsedBytes), p.Verdict.BytesPerMinute/(1<<20), p.Verdict.Steadiness)
+		}
 	}
 	if v == verdict.Leak && a.cfg.Capture && a.capt != nil && p.Hooked && !p.capturing &&
 		(p.lastTry.IsZero() || now.Sub(p.lastTry) >= a.cfg.CaptureEvery) {

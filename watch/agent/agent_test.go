@@ -220,9 +220,9 @@ func (f *fakeCapturer) Capture(ctx context.Context, id proc.Identity) (*dump.Res
 			BytesPerStep: 38 * MiB, Callsite: &diagnose.Frame{Function: "compute_next_token_logits", File: "leak_closure.py", Line: 78}}}}, nil
 }
 
-// A hooked process that turns into a leak is captured once (then at most
-// every CaptureEvery), and its findings stay with it; an unhooked one is
-// never signalled.
+// A hooked process that turns into a leak is captured at once, then again
+// every CaptureEvery (10 min here) while it stays one, and its findings
+// stay with it; an unhooked one is never signalled.
 func TestCaptureOnLeak(t *testing.T) {
 	node := gputest.NewNode(1)
 	procs := newProcTree(t)
@@ -230,18 +230,19 @@ func TestCaptureOnLeak(t *testing.T) {
 	procs.start(101, 1, "plain", nil)
 	capt := &fakeCapturer{}
 	a, log := newAgent(t, node, procs.reader(), nil, capt)
-	for s := 0; s <= 14*60; s++ {
+	for s := 0; s <= 21*60; s++ {
 		node.Set(0, 100, uint64(4096*MiB+s*38*MiB/60))
 		node.Set(0, 101, uint64(4096*MiB+s*38*MiB/60))
 		a.Step(t0.Add(time.Duration(s) * time.Second))
 		a.Wait()
 	}
-	if fmt.Sprint(capt.calls) != "[100]" {
-		t.Errorf("captures %v, want one of pid 100", capt.calls)
+	// Flagged at 9 min 40 s, captured then and 10 min later.
+	if fmt.Sprint(capt.calls) != "[100 100]" {
+		t.Errorf("captures %v, want two of pid 100", capt.calls)
 	}
 	st := a.State()
 	p := byPID(st, 100)
-	if p.Capture == nil || p.Capture.Top().Callsite.Line != 78 || st.Captures["ok"] != 1 {
+	if p.Capture == nil || p.Capture.Top().Callsite.Line != 78 || st.Captures["ok"] != 2 {
 		t.Errorf("capture %+v, counters %v", p.Capture, st.Captures)
 	}
 	if !strings.Contains(log.String(), "captured /runs/mem/20261124-081500/server_rank0_pid100_signal.pickle: leak: compute_next_token_logits keeps 38.00 MiB more live memory every step at leak_closure.py:78") {

@@ -53,6 +53,16 @@ func Handler(a *agent.Agent, opts Options) http.Handler {
 		writeJSON(w, s)
 	})
 	mux.HandleFunc("POST /api/dump", func(w http.ResponseWriter, r *http.Request) {
+		// The page's own button only: another site's page in the same
+		// browser cannot make a node's processes dump.
+		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+			http.Error(w, "cross-site request", http.StatusForbidden)
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" && origin != "http://"+r.Host {
+			http.Error(w, "cross-origin request", http.StatusForbidden)
+			return
+		}
 		pid, err := strconv.Atoi(r.URL.Query().Get("pid"))
 		if err != nil {
 			http.Error(w, "pid: want a number", http.StatusBadRequest)

@@ -149,3 +149,28 @@ func TestPageIsSelfContained(t *testing.T) {
 		}
 	}
 }
+
+func TestDumpFromAnotherSiteRefused(t *testing.T) {
+	srv, _ := server(t)
+	req, _ := http.NewRequest("POST", srv.URL+"/api/dump?pid=77", nil)
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-origin dump: %d, want 403", resp.StatusCode)
+	}
+	req, _ = http.NewRequest("POST", srv.URL+"/api/dump?pid=77", nil)
+	req.Header.Set("Origin", srv.URL)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "keep_logits") {
+		t.Errorf("same-origin dump: %d %s", resp.StatusCode, body)
+	}
+}
