@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 const MiB = 1 << 20
@@ -233,5 +235,47 @@ func child(dir string) {
 			}
 			fmt.Printf("flushed %d\n", i+1)
 		}
+	}
+}
+
+// TestRollupSize measures a week of per-minute rollups of 30 processes,
+// what the history holds past the raw retention.
+func TestRollupSize(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "history.db"), DefaultOptions)
+	defer s.Close()
+	const procs, days = 30, 7
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		root := tx.Bucket(seriesBucket)
+		for p := range procs {
+			b, err := root.CreateBucket([]byte(fmt.Sprintf("p/GPU-%d/%d/1", p%8, 1000+p)))
+			if err != nil {
+				return err
+			}
+			roll, err := b.CreateBucket(rollBucket)
+			if err != nil {
+				return err
+			}
+			var ps []Point
+			for m := range days * 24 * 60 {
+				v := leakAt(m * 60)
+				ps = append(ps, Point{T: t0.Add(time.Duration(m) * time.Minute), Min: v, Max: v + 4096, Last: v})
+			}
+			if err := appendRoll(roll, ps); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, _ := s.Size()
+	t.Logf("%d processes, %d days of minutes: %.1f MiB (%.1f B a minute)", procs, days, float64(size)/MiB, float64(size)/float64(procs*days*24*60))
+	if perMinute := float64(size) / float64(procs*days*24*60); perMinute > 24 {
+		t.Errorf("%.1f bytes a minute, want at most 24", perMinute)
+	}
+	ps, err := s.Range("p/GPU-0/1000/1", t0.Add(24*time.Hour), t0.Add(25*time.Hour-time.Minute))
+	if err != nil || len(ps) != 60 || ps[0].Max != leakAt(24*3600)+4096 {
+		t.Errorf("an hour of minutes a day in: %d points, %v", len(ps), err)
 	}
 }
