@@ -23,7 +23,10 @@
 #   * when the binary has `vramscope record` (the capture hook), leak.py
 #     runs under it, watch captures it on the leak verdict and
 #     vramscope_process_finding_info names keep_logits in leak.py within
-#     WINDOW + 120 s; `watch --dump PID` prints the same.
+#     WINDOW + 120 s; `watch --dump PID` prints the same. When NVML's pids
+#     are not in this pid namespace (a container without the host's pids),
+#     the processes are told apart by growth and the capture is reported
+#     as not checked.
 # It writes results.json and results.md (and the logs) to OUTDIR and exits
 # 1 when a promise failed.
 set -euo pipefail
