@@ -28,9 +28,14 @@ func fixture(dir string, step int) string {
 // time folder, as vramscope_hook.py does.
 func fakeHook(out, fixtures string) {
 	pid := os.Getpid()
-	name := fmt.Sprintf("server_rank0_pid%d.pickle.gz", pid)
 	notes := filepath.Join(out, controlDir, fmt.Sprintf(dumpsNote, pid))
 	dump := func(step int, folder, reason string) {
+		// The hook's names: step and interval dumps plain, others with
+		// their reason.
+		name := fmt.Sprintf("server_rank0_pid%d.pickle.gz", pid)
+		if reason == signalReason {
+			name = fmt.Sprintf("server_rank0_pid%d_signal.pickle.gz", pid)
+		}
 		b, err := os.ReadFile(fixture(fixtures, step))
 		if err != nil {
 			panic(err)
@@ -88,7 +93,7 @@ func TestCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(res.Dump, "runs/mem/20261124-081500/"+fmt.Sprintf("server_rank0_pid%d.pickle.gz", id.PID)) || len(res.Inputs) != 3 {
+	if !strings.HasSuffix(res.Dump, "runs/mem/20261124-081500/"+fmt.Sprintf("server_rank0_pid%d_signal.pickle.gz", id.PID)) || len(res.Inputs) != 3 {
 		t.Errorf("dump %s inputs %v", res.Dump, res.Inputs)
 	}
 	top := res.Top()
