@@ -109,9 +109,6 @@ func (s *Store) Close() error {
 	return err
 }
 
-// Path is the file's path.
-func (s *Store) Path() string { return s.db.Path() }
-
 // SetMeta stores id's metadata (what the series is) with the next flush.
 func (s *Store) SetMeta(id string, meta []byte) {
 	s.mu.Lock()
