@@ -35,10 +35,13 @@ type periodSite struct {
 // allocSeq is a trace's allocations as a sequence of dense site ids.
 type allocSeq struct {
 	// Sites are numbered in order of first occurrence.
-	site   []int32 // per allocation
-	event  []int   // per allocation: its event index
-	count  []int   // per site: occurrences
-	stacks []snapshot.StackID
+	site  []int32 // per allocation
+	event []int   // per allocation: its event index
+	// Per site: occurrences, the positions (in site) of the first and
+	// last, and the stack.
+	count       []int
+	first, last []int
+	stacks      []snapshot.StackID
 }
 
 func newAllocSeq(tr snapshot.Trace) *allocSeq {
@@ -57,13 +60,26 @@ func newAllocSeq(tr snapshot.Trace) *allocSeq {
 			id = int32(len(s.count))
 			ids[k] = id
 			s.count = append(s.count, 0)
+			s.first = append(s.first, len(s.site))
+			s.last = append(s.last, 0)
 			s.stacks = append(s.stacks, e.Stack)
 		}
 		s.count[id]++
+		s.last[id] = len(s.site)
 		s.site = append(s.site, id)
 		s.event = append(s.event, i)
 	}
 	return s
+}
+
+// period is a candidate split of the trace: cut at every allocation of
+// site anchor, which occurs n times.
+type period struct {
+	anchor, n int
+	// score is the share of repeating allocations whose site fits: it
+	// occurs equally often in every period, none before the first.
+	score float64
+	fits  []bool // per site
 }
 
 // stepsFromPeriod infers steps from the repeating pattern of allocation
@@ -73,10 +89,12 @@ func newAllocSeq(tr snapshot.Trace) *allocSeq {
 // allocations (of sites allocating twice or more) whose site occurs equally
 // often in every period it cuts. Weighing by allocations rather than sites
 // keeps a few setup sites that repeat (weights of several layers) from
-// outvoting a loop body.
+// outvoting a loop body. A loop that turns out to run inside one forward or
+// backward pass (the layers of a model) is no step, and the next best
+// candidate is tried.
 func stepsFromPeriod(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filter) Steps {
 	s := newAllocSeq(tr)
-	bestScore, bestAnchor, bestN := 0.0, -1, 0
+	var cands []period
 	for _, n := range s.commonCounts() {
 		anchors := 0
 		// Site ids are numbered in order of first occurrence.
@@ -84,22 +102,44 @@ func stepsFromPeriod(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filte
 			if s.count[a] != n {
 				continue
 			}
-			if score := s.score(a, n); score > bestScore {
-				bestScore, bestAnchor, bestN = score, a, n
-			}
+			cands = append(cands, s.period(a, n))
 			if anchors++; anchors == periodAnchors {
 				break
 			}
 		}
 	}
-	if bestAnchor < 0 || bestScore < minPeriodConfidence {
-		return Steps{Steps: []Step{}, Confidence: bestScore, Reason: fmt.Sprintf(
-			"no repeating allocation pattern (best candidate: %d periods fitting %.0f%% of repeating allocations, %.0f%% needed)",
-			bestN, 100*bestScore, 100*minPeriodConfidence)}
+	// Best first; among equals, the earliest tried.
+	slices.SortStableFunc(cands, func(a, b period) int { return cmp.Compare(b.score, a.score) })
+	var layers string // why the best candidate inside one pass is no step
+	for _, c := range cands {
+		if c.score < minPeriodConfidence {
+			break
+		}
+		if why, inner := s.insidePass(sn, c, f); inner {
+			if layers == "" {
+				layers = why
+			}
+			continue
+		}
+		return s.steps(sn, tr, f, c)
 	}
+	if layers != "" {
+		return Steps{Steps: []Step{}, Reason: layers}
+	}
+	best := period{}
+	if len(cands) > 0 {
+		best = cands[0]
+	}
+	return Steps{Steps: []Step{}, Confidence: best.score, Reason: fmt.Sprintf(
+		"no repeating allocation pattern (best candidate: %d periods fitting %.0f%% of repeating allocations, %.0f%% needed)",
+		best.n, 100*best.score, 100*minPeriodConfidence)}
+}
+
+// steps cuts tr at every allocation of c's anchor.
+func (s *allocSeq) steps(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filter, c period) Steps {
 	var starts []int
 	for p, site := range s.site {
-		if int(site) == bestAnchor {
+		if int(site) == c.anchor {
 			starts = append(starts, s.event[p])
 		}
 	}
@@ -112,11 +152,11 @@ func stepsFromPeriod(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filte
 		start, stop := spanTimes(tr, first, end)
 		steps[k] = Step{Label: fmt.Sprintf("period %d", k+1), Source: SourcePeriodicity, First: first, End: end, StartUS: start, EndUS: stop}
 	}
-	marker := f.Site(sn, s.stacks[bestAnchor]).String()
+	marker := f.Site(sn, s.stacks[c.anchor]).String()
 	return Steps{
-		Steps: steps, Source: SourcePeriodicity, Marker: marker, Confidence: bestScore,
+		Steps: steps, Source: SourcePeriodicity, Marker: marker, Confidence: c.score,
 		Reason: fmt.Sprintf("%d periods, each opened by the allocation at %s; %.0f%% of repeating allocations come from sites that occur equally often in every period",
-			len(steps), marker, 100*bestScore),
+			len(steps), marker, 100*c.score),
 	}
 }
 
@@ -139,36 +179,38 @@ func (s *allocSeq) commonCounts() []int {
 	return counts[:min(len(counts), periodCounts)]
 }
 
-// score cuts the sequence at every occurrence of site anchor (n of them)
-// and returns the share of repeating allocations whose site's count is a
-// multiple m*n with exactly m occurrences in every period, none before the
-// first.
-func (s *allocSeq) score(anchor, n int) float64 {
+// period cuts the sequence at every occurrence of site anchor (n of them)
+// and scores the cut: the share of repeating allocations whose site's
+// count is a multiple m*n with exactly m occurrences in every period, none
+// before the first.
+func (s *allocSeq) period(anchor, n int) period {
 	seen := make([]int, len(s.count))
 	bad := make([]bool, len(s.count))
-	period := -1
+	p := -1
 	for _, site := range s.site {
 		if int(site) == anchor {
-			period++
+			p++
 		}
 		c := s.count[site]
 		if c%n != 0 {
 			continue
 		}
-		if seen[site]/(c/n) != period {
+		if seen[site]/(c/n) != p {
 			bad[site] = true
 		}
 		seen[site]++
 	}
+	fits := bad // reused: a site fits when it repeats, divides and is not bad
 	repeating, fit := 0, 0
 	for site, c := range s.count {
-		if c < 2 {
-			continue
+		ok := c >= 2 && c%n == 0 && !bad[site]
+		if c >= 2 {
+			repeating += c
 		}
-		repeating += c
-		if c%n == 0 && !bad[site] {
+		if ok {
 			fit += c
 		}
+		fits[site] = ok
 	}
-	return float64(fit) / float64(repeating)
+	return period{anchor: anchor, n: n, score: float64(fit) / float64(repeating), fits: fits}
 }

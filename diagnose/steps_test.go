@@ -30,10 +30,19 @@ func newScriptTrace() *scriptTrace {
 // alloc allocates size bytes from function fn (one user frame at line 1 of
 // train.py) and returns the block's address.
 func (s *scriptTrace) alloc(fn string, size uint64) uint64 {
+	return s.allocStack(size, snapshot.Frame{Name: fn, Filename: "/home/u/train.py", Line: 1})
+}
+
+// allocStack allocates size bytes from a stack of frames given outermost
+// first, as a program calls them, and returns the block's address.
+func (s *scriptTrace) allocStack(size uint64, frames ...snapshot.Frame) uint64 {
 	addr := s.next
 	s.next += replay.RoundSize(size)
-	fr := s.sn.InternFrame(snapshot.Frame{Name: fn, Filename: "/home/u/train.py", Line: 1})
-	s.push(snapshot.Event{Action: snapshot.ActionAlloc, Addr: addr, Size: size, Stack: s.sn.InternStack([]snapshot.FrameID{fr})})
+	ids := make([]snapshot.FrameID, len(frames))
+	for i, fr := range frames {
+		ids[len(frames)-1-i] = s.sn.InternFrame(fr) // stacks are innermost first
+	}
+	s.push(snapshot.Event{Action: snapshot.ActionAlloc, Addr: addr, Size: size, Stack: s.sn.InternStack(ids)})
 	return addr
 }
 
