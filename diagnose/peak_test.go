@@ -138,3 +138,125 @@ func TestPeakUpcastLiveSet(t *testing.T) {
 		t.Errorf("peak event's callsite %v, want compute_logprobs", r.Site)
 	}
 }
+
+// TestPeakFindingKinds checks which peak finding a trace gets: the largest
+// transient block when removing it lowers the peak, the line of code whose
+// blocks take turns at the peak when removing one does not, and the blocks
+// that stay allocated when nothing transient sets the peak.
+func TestPeakFindingKinds(t *testing.T) {
+	const MiB = 1 << 20
+	tests := []struct {
+		name   string
+		script func(s *scriptTrace)
+		title  string // prefix
+		fix    string // substring
+		blame  string // callsite function
+		saving int64  // evidence saving_bytes; -1 for none
+	}{{
+		name: "one transient block on top",
+		script: func(s *scriptTrace) {
+			s.alloc("load_weights", 100*MiB)
+			b := s.alloc("upcast", 40*MiB)
+			s.free(b, 40*MiB)
+		},
+		title: "allocated memory peaks at 140.00 MiB; a transient 40.00 MiB block from upcast",
+		fix:   "lowers the peak from 140.00 MiB to 100.00 MiB (-40.00 MiB)",
+		blame: "upcast", saving: 40 * MiB,
+	}, {
+		name: "one line's equal blocks take turns at the peak",
+		script: func(s *scriptTrace) {
+			s.alloc("load_weights", 100*MiB)
+			for range 4 {
+				b := s.alloc("request_logits", 20*MiB)
+				s.free(b, 20*MiB)
+			}
+		},
+		title: "allocated memory peaks at 120.00 MiB; transient blocks from request_logits (/home/u/train.py:1) (20.00 MiB at the peak) sit on top of it",
+		fix:   "allocates 4 blocks that are freed again before the end; removing only the largest barely moves the peak, since the next one reaches it again, but computing them in chunks, or freeing what they replace before they are created, lowers the peak from 120.00 MiB to 100.00 MiB (-20.00 MiB)",
+		blame: "request_logits", saving: 20 * MiB,
+	}, {
+		name: "activations that stay allocated make the peak",
+		script: func(s *scriptTrace) {
+			s.alloc("load_weights", 100*MiB)
+			b := s.alloc("scratch", 8*MiB)
+			s.free(b, 8*MiB)
+			for range 3 {
+				s.alloc("layer_forward", 30*MiB)
+			}
+		},
+		title: "allocated memory peaks at 190.00 MiB, 190.00 MiB of it in blocks that stay allocated; load_weights (/home/u/train.py:1) holds 100.00 MiB of them",
+		fix:   "No block freed within the trace is part of the peak. The peak is what stays allocated (from before the trace began, or to its end): 100.00 MiB from load_weights (/home/u/train.py:1), 90.00 MiB from layer_forward (/home/u/train.py:1).",
+		blame: "load_weights", saving: -1,
+	}, {
+		name: "a transient block at the peak that saves under 1%",
+		script: func(s *scriptTrace) {
+			s.alloc("load_weights", 400*MiB)
+			b := s.alloc("scratch", 2*MiB)
+			s.alloc("layer_forward", 2*MiB)
+			s.free(b, 2*MiB)
+			s.alloc("layer_forward", 2*MiB)
+		},
+		title: "allocated memory peaks at 404.00 MiB, 402.00 MiB of it in blocks that stay allocated",
+		fix:   "Trimming what is freed within the trace does not lower it: without the largest such block (2.00 MiB from scratch (/home/u/train.py:1)) the peak stays at 404.00 MiB.",
+		blame: "load_weights", saving: 0,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScriptTrace()
+			tt.script(s)
+			sn := s.build()
+			tl, err := replay.Device(sn, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fds := Peak(sn, tl, testFilter(t)).Findings()
+			if len(fds) != 1 {
+				t.Fatalf("%d findings, want 1: %+v", len(fds), fds)
+			}
+			fd := fds[0]
+			if !strings.HasPrefix(fd.Title, tt.title) || !strings.Contains(fd.Fix, tt.fix) {
+				t.Errorf("title %q\n fix %q\nwant %q\n and %q", fd.Title, fd.Fix, tt.title, tt.fix)
+			}
+			if fd.Callsite == nil || fd.Callsite.Function != tt.blame {
+				t.Errorf("blamed %+v, want %s", fd.Callsite, tt.blame)
+			}
+			saving, ok := fd.Evidence["saving_bytes"].(int64)
+			if tt.saving < 0 && ok || tt.saving >= 0 && saving != tt.saving {
+				t.Errorf("saving_bytes %v, want %d", fd.Evidence["saving_bytes"], tt.saving)
+			}
+		})
+	}
+}
+
+// TestPeakAdviceSaves checks, on every fixture with a trace, that a peak
+// finding whose fix promises a lower peak saves at least 1% of it.
+func TestPeakAdviceSaves(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", scenarios, "*", "*.pickle.gz"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenario fixtures: %v", err)
+	}
+	more, _ := filepath.Glob(filepath.Join("..", scenarios, "*", "step*", "*.pickle.gz"))
+	files = append(files, more...)
+	for _, file := range files {
+		rel, _ := filepath.Rel("..", file)
+		t.Run(rel, func(t *testing.T) {
+			sn := testutil.Snapshot(t, file)
+			tls, err := replay.Devices(sn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tl := range tls {
+				if tl.Len() == 0 {
+					continue
+				}
+				for _, fd := range Peak(sn, tl, testFilter(t)).Findings() {
+					peak := fd.Evidence["peak_allocated_bytes"].(int64)
+					saving, _ := fd.Evidence["saving_bytes"].(int64)
+					if strings.Contains(fd.Fix, "lowers the peak") && float64(saving) < minPeakSaving*float64(peak) {
+						t.Errorf("%s: %s saves %d of %d", fd.Title, fd.Fix, saving, peak)
+					}
+				}
+			}
+		})
+	}
+}
