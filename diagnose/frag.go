@@ -28,13 +28,21 @@ type FragReport struct {
 	When   string // "end", "peak", "reserved peak" or "oom"
 
 	Reserved, Allocated int64
-	// FreeSegments is what empty_cache() returns: fully free segments of
-	// the default pool (with expandable segments, the whole free pages).
+	// Expandable is whether the allocator ran with expandable segments.
+	Expandable bool
+	// FreeSegments is the fully free segments of the default pool (no
+	// active block), as stats counts them.
 	FreeSegments      int64
 	FreeSegmentsCount int
+	// FreePages is the whole free pages of expandable segments that still
+	// hold live blocks: empty_cache() unmaps them page by page, wherever
+	// they lie (research note 5.4), so it returns them too.
+	FreePages      int64
+	FreePagesCount int // segments with free pages
 	// Trapped is free memory in default-pool segments that still hold
-	// live blocks (with expandable segments, free slivers of mapped
-	// pages): only expandable_segments or another allocation order frees it.
+	// live blocks (with expandable segments, the free slivers of pages a
+	// live block also uses): only expandable_segments or another
+	// allocation order frees it.
 	Trapped      int64
 	TrappedCount int // segments with trapped bytes
 	// PendingFree is freed by the caller but waiting on record_stream
@@ -55,9 +63,13 @@ type FragReport struct {
 	Advice   []string
 }
 
-// Unallocated is Reserved - Allocated: FreeSegments + Trapped + PendingFree
-// + PrivatePools.
+// Unallocated is Reserved - Allocated: FreeSegments + FreePages + Trapped
+// + PendingFree + PrivatePools.
 func (r *FragReport) Unallocated() int64 { return r.Reserved - r.Allocated }
+
+// Releasable is what torch.cuda.empty_cache() returns: the fully free
+// segments and the whole free pages of expandable ones.
+func (r *FragReport) Releasable() int64 { return r.FreeSegments + r.FreePages }
 
 // FreeClass is the free memory of one allocator free list.
 type FreeClass struct {
@@ -77,6 +89,9 @@ type PinnedSegment struct {
 	Type          snapshot.SegmentType
 	Expandable    bool
 	Free          uint64 // inactive bytes in the segment
+	// Pages is the part of Free in whole pages of an expandable segment,
+	// which empty_cache() unmaps: Free - Pages is trapped.
+	Pages         uint64
 	Holes         int
 	LargestHole   uint64
 	LargestPinner uint64      // size of the largest live block
@@ -92,7 +107,7 @@ func Frag(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int,
 	if err != nil {
 		return nil, fmt.Errorf("fragmentation %s: %w", when, err)
 	}
-	r := &FragReport{Device: tl.Device, Index: i, When: when}
+	r := &FragReport{Device: tl.Device, Index: i, When: when, Expandable: sn.Settings != nil && sn.Settings.ExpandableSegments}
 	classes := map[FreeClass]*FreeClass{}
 	var created []sized
 	for s := range st.Segments {
@@ -133,24 +148,32 @@ func Frag(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int,
 		switch {
 		case !seg.Pool.IsDefault():
 			r.PrivatePools += int64(ps.Free)
-		case seg.Expandable:
-			whole := wholePages(st, seg)
-			r.FreeSegments += int64(whole)
-			r.Trapped += int64(ps.Free - whole)
-			if ps.Free > whole {
-				r.TrappedCount++
-			}
 		case len(pinners) == 0:
 			r.FreeSegments += int64(ps.Free)
 			r.FreeSegmentsCount++
 			created = append(created, sized{seg.Stack, seg.TotalSize})
 			continue
+		case seg.Expandable:
+			ps.Pages = wholePages(st, seg)
+			if ps.Pages > 0 {
+				r.FreePages += int64(ps.Pages)
+				r.FreePagesCount++
+			}
+			if ps.Free == ps.Pages {
+				continue // nothing is trapped
+			}
+			r.Trapped += int64(ps.Free - ps.Pages)
+			r.TrappedCount++
 		default:
 			r.Trapped += int64(ps.Free)
 			r.TrappedCount++
 		}
-		ps.Pinners = groupBySite(sn, tl, f, pinners)
-		r.Pinned = append(r.Pinned, ps)
+		// A private pool's segment without live blocks is held by its
+		// pool, not pinned by a tensor.
+		if len(pinners) > 0 {
+			ps.Pinners = groupBySite(sn, tl, f, pinners)
+			r.Pinned = append(r.Pinned, ps)
+		}
 	}
 	for _, c := range classes {
 		r.Largest = append(r.Largest, *c)
@@ -161,10 +184,10 @@ func Frag(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int,
 		}
 		return cmp.Compare(a.Stream, b.Stream)
 	})
-	slices.SortStableFunc(r.Pinned, func(a, b PinnedSegment) int { return cmp.Compare(b.Free, a.Free) })
+	slices.SortStableFunc(r.Pinned, func(a, b PinnedSegment) int { return cmp.Compare(b.Free-b.Pages, a.Free-a.Pages) })
 	r.Pinned = r.Pinned[:min(len(r.Pinned), maxPinned)]
 	r.Creators = groupSized(sn, f, created)
-	r.Advice = fragAdvice(r, sn.Settings)
+	r.Advice = fragAdvice(r)
 	return r, nil
 }
 
@@ -192,38 +215,58 @@ func wholePages(st *replay.State, seg *snapshot.Segment) uint64 {
 
 // FragFinding returns the fragmentation finding of a device, if free
 // memory is trapped at the end or the cache grew well beyond the allocated
-// peak (memory reserved that was never needed at once). Numbers and advice
-// come from end; the callsite is who pins the trapped memory, or else who
-// made the allocator reserve the free segments; others (the peaks) lend
-// their pinners and advice when the pinning blocks are gone by the end.
+// peak (memory reserved that was never needed at once). Growth is judged
+// after the program's last torch.cuda.empty_cache(): what the program
+// released itself is not held. Numbers and advice come from end; the
+// callsite is who pins the trapped memory, or else who made the allocator
+// reserve the free segments; others (the peaks) lend their pinners and
+// advice when the pinning blocks are gone by the end; failing all of
+// those, the allocation that reserved the segment reaching the reserved
+// peak. Every finding has a callsite (or the reason there is none) and a
+// fix.
 func FragFinding(peak *PeakReport, end *FragReport, others ...*FragReport) []Finding {
-	excess := peak.Reserved.Bytes - peak.Allocated.Bytes
+	reserved, allocated := peak.ReservedSince.Bytes, peak.AllocatedSince.Bytes
+	excess := reserved - allocated
 	trapped := significant(end.Trapped, end.Reserved)
-	grown := significant(excess, peak.Reserved.Bytes)
+	grown := significant(excess, reserved)
 	if !trapped && !grown {
 		return nil
 	}
-	share := max(float64(end.Trapped)/float64(end.Reserved), float64(excess)/float64(peak.Reserved.Bytes))
+	share := float64(excess) / float64(reserved)
+	if end.Reserved > 0 {
+		share = max(share, float64(end.Trapped)/float64(end.Reserved))
+	}
 	sev := gradeShare(share, 0.5, 0.25)
+	free := fmt.Sprintf("%s in fully free segments", units.Bytes(end.FreeSegments))
+	if end.FreePages > 0 {
+		free += fmt.Sprintf(" and %s in whole free pages", units.Bytes(end.FreePages))
+	}
 	fd := Finding{
 		Kind:     KindFragmentation,
 		Severity: sev,
-		Title: fmt.Sprintf("%s reserved at the %s, %s never allocated at once; %s in fully free segments, %s trapped in partly used ones",
-			units.Bytes(end.Reserved), end.When, units.Bytes(excess), units.Bytes(end.FreeSegments), units.Bytes(end.Trapped)),
+		Title: fmt.Sprintf("%s reserved at the %s, %s never allocated at once; %s, %s trapped in partly used ones",
+			units.Bytes(end.Reserved), end.When, units.Bytes(excess), free, units.Bytes(end.Trapped)),
 		Bytes:  end.Unallocated(),
 		Device: end.Device,
 		Evidence: map[string]any{
 			"reserved_bytes":       end.Reserved,
 			"allocated_bytes":      end.Allocated,
 			"free_segment_bytes":   end.FreeSegments,
+			"free_page_bytes":      end.FreePages,
 			"trapped_bytes":        end.Trapped,
 			"pending_free_bytes":   end.PendingFree,
 			"private_pool_bytes":   end.PrivatePools,
 			"rounding_waste_bytes": end.RoundingWaste,
-			"peak_reserved_bytes":  peak.Reserved.Bytes,
-			"peak_allocated_bytes": peak.Allocated.Bytes,
+			"peak_reserved_bytes":  reserved,
+			"peak_allocated_bytes": allocated,
 			"event":                end.Index,
 		},
+	}
+	since := ""
+	if peak.EmptyCache >= 0 {
+		since = " after the program's last torch.cuda.empty_cache()"
+		fd.Evidence["empty_cache_event"] = peak.EmptyCache
+		fd.Evidence["reserved_peak_before_empty_cache_bytes"] = peak.Reserved.Bytes
 	}
 	advice := slices.Clone(end.Advice)
 	// Candidates for blame, best first; the first with a user frame wins.
@@ -241,21 +284,35 @@ func FragFinding(peak *PeakReport, end *FragReport, others ...*FragReport) []Fin
 		fd.Evidence["trapped_at_"+strings.ReplaceAll(o.When, " ", "_")+"_bytes"] = o.Trapped
 		if grown {
 			advice = append(advice, fmt.Sprintf(
-				"the cache grew to %s although at most %s was allocated at once, because new segments were needed while %s sat trapped at the %s behind blocks from %s; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids that growth",
-				units.Bytes(peak.Reserved.Bytes), units.Bytes(peak.Allocated.Bytes), units.Bytes(o.Trapped), o.When, siteName(g.Site)))
+				"the cache grew to %s%s although at most %s was allocated at once, because new segments were needed while %s sat trapped at the %s behind blocks from %s; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids that growth",
+				units.Bytes(reserved), since, units.Bytes(allocated), units.Bytes(o.Trapped), o.When, siteName(g.Site)))
 		}
 		break
 	}
-	if len(blame) > 0 {
-		g := blame[0]
-		for _, c := range blame {
-			if c.Site.Known() {
-				g = c
-				break
-			}
+	blame = append(blame, SiteGroup{Site: peak.ReservedSite, Stack: peak.ReservedStack})
+	g := blame[0]
+	for _, c := range blame {
+		if c.Site.Known() {
+			g = c
+			break
 		}
-		siteFinding(&fd, g.Site, g.Stack)
+	}
+	siteFinding(&fd, g.Site, g.Stack)
+	if len(advice) == 0 {
+		advice = append(advice, grownFix(peak, since, end.Expandable))
 	}
 	fd.Fix = strings.Join(advice, "; ")
 	return []Finding{fd}
+}
+
+// grownFix is the advice for a cache that grew beyond the allocated peak
+// when no number at the end says more: where it grew and what stops it.
+func grownFix(peak *PeakReport, since string, expandable bool) string {
+	what := "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets segments grow in place and reuse that memory, and torch.cuda.empty_cache() after the phase that grew the cache returns what is left free"
+	if expandable {
+		what = "expandable segments are already on: call torch.cuda.empty_cache() after the phase that grew the cache, or allocate the largest tensors first and reuse them"
+	}
+	return fmt.Sprintf("the cache grew to %s%s, the last segment reserved for %s, although at most %s was allocated at once: "+
+		"freed blocks stayed cached in sizes that later requests could not use, so new segments were reserved; %s",
+		units.Bytes(peak.ReservedSince.Bytes), since, siteName(peak.ReservedSite), units.Bytes(peak.AllocatedSince.Bytes), what)
 }

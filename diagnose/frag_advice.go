@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/vramscope/vramscope/internal/units"
-	"github.com/vramscope/vramscope/snapshot"
 )
 
 // significant reports whether part is worth a sentence: at least 16 MiB and
@@ -15,15 +14,22 @@ func significant(part, whole int64) bool {
 
 // fragAdvice derives what to do from the split of r's free memory; each
 // sentence is there only because its number is significant.
-func fragAdvice(r *FragReport, settings *snapshot.AllocatorSettings) []string {
+func fragAdvice(r *FragReport) []string {
 	var out []string
-	expandable := settings != nil && settings.ExpandableSegments
-	if significant(r.FreeSegments, r.Reserved) {
+	if significant(r.Releasable(), r.Reserved) {
+		held := "fully free cached memory"
+		switch {
+		case r.FreePages > 0 && r.FreeSegments == 0:
+			held = "whole free pages of expandable segments still in use, which it unmaps page by page"
+		case r.FreePages > 0:
+			held = fmt.Sprintf("fully free segments (%s) and whole free pages of expandable segments still in use (%s), which it unmaps page by page",
+				units.Bytes(r.FreeSegments), units.Bytes(r.FreePages))
+		}
 		out = append(out, fmt.Sprintf(
-			"torch.cuda.empty_cache() would return %s held in fully free cached memory; call it after the phase that grew the cache (with set_per_process_memory_fraction, PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8 releases it automatically)",
-			units.Bytes(r.FreeSegments)))
+			"torch.cuda.empty_cache() would return %s held in %s; call it after the phase that grew the cache (with set_per_process_memory_fraction, PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8 releases it automatically)",
+			units.Bytes(r.Releasable()), held))
 	}
-	if significant(r.Trapped, r.Reserved) && r.Trapped >= r.FreeSegments {
+	if significant(r.Trapped, r.Reserved) && r.Trapped >= r.Releasable() {
 		where := units.Plural(r.TrappedCount, "partly used segment")
 		if len(r.Pinned) > 0 && len(r.Pinned[0].Pinners) > 0 {
 			worst := fmt.Sprintf("%s free in %s", units.Bytes(r.Pinned[0].Free), units.Plural(r.Pinned[0].Holes, "hole"))
@@ -36,7 +42,7 @@ func fragAdvice(r *FragReport, settings *snapshot.AllocatorSettings) []string {
 			}
 		}
 		msg := fmt.Sprintf("%s is free but trapped in %s; empty_cache() cannot return it", units.Bytes(r.Trapped), where)
-		if expandable {
+		if r.Expandable {
 			msg += "; with expandable_segments already on, these are slivers of partly used pages: allocate long-lived tensors before the transient ones, or together, so they do not interleave"
 		} else {
 			msg += "; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the allocator unmap and reuse those holes"

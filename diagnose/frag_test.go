@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vramscope/vramscope/summary"
 )
 
 func hasAdvice(advice []string, s string) bool {
@@ -58,8 +60,8 @@ func TestFragAtEnd(t *testing.T) {
 					t.Errorf("trapped %d, torch's inactive_split_bytes %d", r.Trapped, int64(v))
 				}
 			}
-			if got := r.FreeSegments + r.Trapped + r.PendingFree + r.PrivatePools; got != r.Unallocated() {
-				t.Errorf("free segments + trapped + pending + private = %d, reserved - allocated = %d", got, r.Unallocated())
+			if got := r.FreeSegments + r.FreePages + r.Trapped + r.PendingFree + r.PrivatePools; got != r.Unallocated() {
+				t.Errorf("free segments + pages + trapped + pending + private = %d, reserved - allocated = %d", got, r.Unallocated())
 			}
 			if tt.pinner != "" {
 				p := r.Pinned[0]
@@ -110,5 +112,68 @@ func TestFragExpandable(t *testing.T) {
 	}
 	if r.Trapped != 20971520 || r.FreeSegments != 0 || r.Largest[0].Largest != 10485760 || r.Largest[0].Blocks != 2 {
 		t.Errorf("trapped %d, free segments %d, largest %+v; want 20 MiB trapped in two 10 MiB holes", r.Trapped, r.FreeSegments, r.Largest)
+	}
+}
+
+// TestFragExpandablePages: at the reserved peak of expandable.pickle one
+// whole free 20 MiB page lies in a segment that still holds live blocks;
+// empty_cache() unmaps it, so it is no trapped memory and no fully free
+// segment, and a segment is listed as pinned only for its slivers and with
+// the blocks that pin them.
+func TestFragExpandablePages(t *testing.T) {
+	fx := loadFixture(t, "snapshot/testdata/format/expandable.pickle")
+	p := Peak(fx.sn, fx.tl, fx.f)
+	r, err := Frag(fx.sn, fx.tl, fx.f, p.Reserved.Index, "reserved peak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const MiB = 1 << 20
+	if r.FreePages != 20*MiB || r.FreePagesCount != 1 || r.FreeSegments != 0 || r.FreeSegmentsCount != 0 || r.Releasable() != 20*MiB {
+		t.Errorf("pages %d in %d segments, fully free %d in %d; want one whole 20 MiB page and no free segment",
+			r.FreePages, r.FreePagesCount, r.FreeSegments, r.FreeSegmentsCount)
+	}
+	for _, s := range r.Pinned {
+		if len(s.Pinners) == 0 || s.Free <= s.Pages {
+			t.Errorf("segment %#x listed as pinned with %d pinners, %d free of which %d in pages", s.Address, len(s.Pinners), s.Free, s.Pages)
+		}
+	}
+}
+
+// TestFragAgreesWithStats checks, on every fixture, that the end state's
+// split of free memory adds up to what stats (package summary) reports:
+// its free segments are the fully free ones, its free memory in used
+// segments is the whole free pages plus what is trapped, and private
+// pools hold the rest.
+func TestFragAgreesWithStats(t *testing.T) {
+	for _, file := range fixtureFiles(t) {
+		sn, tls := replayFile(t, file)
+		sum := summary.Of(sn)
+		for _, tl := range tls {
+			if tl.Len() == 0 {
+				continue
+			}
+			r, err := Frag(sn, tl, testFilter(t), tl.Len()-1, "end")
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			var freeSegs, freeInUsed, private uint64
+			for _, d := range sum.Devices {
+				if d.Device != tl.Device {
+					continue
+				}
+				for _, p := range d.Pools {
+					if p.ID.IsDefault() {
+						freeSegs += p.FreeSegmentBytes
+						freeInUsed += p.FreeInUsedSegmentsBytes
+					} else {
+						private += p.FreeBytes()
+					}
+				}
+			}
+			if int64(freeSegs) != r.FreeSegments || int64(freeInUsed) != r.FreePages+r.Trapped || int64(private) != r.PrivatePools {
+				t.Errorf("%s device %d: stats free segments %d, free in used %d, private %d; frag %d, %d pages + %d trapped, %d",
+					file, tl.Device, freeSegs, freeInUsed, private, r.FreeSegments, r.FreePages, r.Trapped, r.PrivatePools)
+			}
+		}
 	}
 }

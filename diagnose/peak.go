@@ -29,6 +29,20 @@ type PeakReport struct {
 	// Site is the callsite of the event that reached the allocated peak.
 	Site callsite.Site
 
+	// EmptyCache is the last event at which the program released cached
+	// segments itself, with torch.cuda.empty_cache(); BeforeRecording when
+	// it did not in the trace. ReservedSince and AllocatedSince are the
+	// peaks after it: what the cache grew to and kept, which is what
+	// fragmentation is judged on (they equal Reserved and Allocated
+	// without an empty_cache()).
+	EmptyCache                    int
+	ReservedSince, AllocatedSince replay.Peak
+	// ReservedSite is the callsite of the allocation that made the
+	// allocator reserve the segment that reached ReservedSince, and
+	// ReservedStack its user frames.
+	ReservedSite  callsite.Site
+	ReservedStack []snapshot.Frame
+
 	// The blocks allocated at the allocated peak, by callsite. Persistent
 	// blocks outlive the trace on one side (allocated before it or still
 	// allocated at its end); transient ones are born and freed within it,
@@ -91,6 +105,17 @@ func Peak(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *PeakR
 	if i := r.Allocated.Index; i >= 0 {
 		r.Site = f.Site(sn, tl.Trace.At(i).Stack)
 	}
+	r.EmptyCache = lastEmptyCache(sn, tl.Trace)
+	r.ReservedSince, r.AllocatedSince = r.Reserved, r.Allocated
+	if r.EmptyCache >= 0 {
+		r.ReservedSince = peakAfter(tl, replay.Reserved, r.EmptyCache)
+		r.AllocatedSince = peakAfter(tl, replay.Allocated, r.EmptyCache)
+	}
+	r.ReservedSite = callsite.Site{Depth: -1, Reason: "the reserved peak is the state before recording started, so no stack says who reserved it"}
+	if i := r.ReservedSince.Index; i >= 0 {
+		id := tl.Trace.At(i).Stack
+		r.ReservedSite, r.ReservedStack = f.Site(sn, id), f.UserFrames(sn, id, stackDepth)
+	}
 
 	var persistent, transient []int
 	best := -1 // the largest transient block
@@ -125,6 +150,47 @@ func Peak(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *PeakR
 		}
 	}
 	return r
+}
+
+// lastEmptyCache returns the last segment release of tr that the program
+// asked for, with torch.cuda.empty_cache() on its stack, or
+// BeforeRecording. Releases without it are the allocator's own (freeing
+// its cache to retry a failed cudaMalloc), or have no stack to tell.
+func lastEmptyCache(sn *snapshot.Snapshot, tr snapshot.Trace) int {
+	last := replay.BeforeRecording
+	asked := map[snapshot.StackID]bool{}
+	for i, e := range tr.Others() {
+		if e.Action != snapshot.ActionSegmentFree && e.Action != snapshot.ActionSegmentUnmap {
+			continue
+		}
+		yes, ok := asked[e.Stack]
+		if !ok {
+			yes = slices.ContainsFunc(sn.Stack(e.Stack), func(id snapshot.FrameID) bool {
+				fr := sn.Frames[id]
+				return fr.Name == "empty_cache" && strings.HasSuffix(strings.ReplaceAll(fr.Filename, `\`, "/"), "torch/cuda/memory.py")
+			})
+			asked[e.Stack] = yes
+		}
+		if yes {
+			last = i
+		}
+	}
+	return last
+}
+
+// peakAfter is the first event after event e at which series m reaches its
+// maximum over the events after e; the value at e when none follows.
+func peakAfter(tl *replay.Timeline, m replay.Metric, e int) replay.Peak {
+	at := func(i int) replay.Peak {
+		return replay.Peak{Index: i, TimeUS: tl.Trace.At(i).TimeUS, Bytes: tl.Value(m, i)}
+	}
+	p := at(min(e+1, tl.Len()-1))
+	for i := p.Index + 1; i < tl.Len(); i++ {
+		if v := tl.Value(m, i); v > p.Bytes {
+			p = at(i)
+		}
+	}
+	return p
 }
 
 // peaksWithout returns tl's allocated peak once per set of blocks, with

@@ -231,32 +231,50 @@ func TestPeakFindingKinds(t *testing.T) {
 // TestPeakAdviceSaves checks, on every fixture with a trace, that a peak
 // finding whose fix promises a lower peak saves at least 1% of it.
 func TestPeakAdviceSaves(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", scenarios, "*", "*.pickle.gz"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenario fixtures: %v", err)
-	}
-	more, _ := filepath.Glob(filepath.Join("..", scenarios, "*", "step*", "*.pickle.gz"))
-	files = append(files, more...)
-	for _, file := range files {
-		rel, _ := filepath.Rel("..", file)
-		t.Run(rel, func(t *testing.T) {
-			sn := testutil.Snapshot(t, file)
-			tls, err := replay.Devices(sn)
-			if err != nil {
-				t.Fatal(err)
+	for _, file := range fixtureFiles(t) {
+		sn, tls := replayFile(t, file)
+		for _, tl := range tls {
+			if tl.Len() == 0 {
+				continue
 			}
-			for _, tl := range tls {
-				if tl.Len() == 0 {
-					continue
-				}
-				for _, fd := range Peak(sn, tl, testFilter(t)).Findings() {
-					peak := fd.Evidence["peak_allocated_bytes"].(int64)
-					saving, _ := fd.Evidence["saving_bytes"].(int64)
-					if strings.Contains(fd.Fix, "lowers the peak") && float64(saving) < minPeakSaving*float64(peak) {
-						t.Errorf("%s: %s saves %d of %d", fd.Title, fd.Fix, saving, peak)
-					}
+			for _, fd := range Peak(sn, tl, testFilter(t)).Findings() {
+				peak := fd.Evidence["peak_allocated_bytes"].(int64)
+				saving, _ := fd.Evidence["saving_bytes"].(int64)
+				if strings.Contains(fd.Fix, "lowers the peak") && float64(saving) < minPeakSaving*float64(peak) {
+					t.Errorf("%s: %s: %s saves %d of %d", file, fd.Title, fd.Fix, saving, peak)
 				}
 			}
-		})
+		}
 	}
+}
+
+// fixtureFiles lists the repository's snapshot fixtures, relative to the
+// repository root: the scenarios' (single files and per-step dumps) and
+// the format samples.
+func fixtureFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	for _, pattern := range []string{scenarios + "*/*.pickle.gz", scenarios + "*/step*/*.pickle.gz", "snapshot/testdata/format/*.pickle"} {
+		m, err := filepath.Glob(filepath.Join("..", pattern))
+		if err != nil || len(m) == 0 {
+			t.Fatalf("no fixtures match %s: %v", pattern, err)
+		}
+		for _, f := range m {
+			rel, _ := filepath.Rel("..", f)
+			files = append(files, rel)
+		}
+	}
+	return files
+}
+
+// replayFile reads a fixture (relative to the repository root) and replays
+// every device.
+func replayFile(t *testing.T, file string) (*snapshot.Snapshot, []*replay.Timeline) {
+	t.Helper()
+	sn := testutil.Snapshot(t, filepath.Join("..", file))
+	tls, err := replay.Devices(sn)
+	if err != nil {
+		t.Fatalf("replaying %s: %v", file, err)
+	}
+	return sn, tls
 }

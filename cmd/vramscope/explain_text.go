@@ -97,6 +97,9 @@ func writeFrag(b *strings.Builder, r *diagnose.FragReport) {
 	p("    at the %s (%s): %s reserved, %s allocated, %s not allocated\n",
 		r.When, eventName(r.Index), bytesOf(r.Reserved), bytesOf(r.Allocated), bytesOf(r.Unallocated()))
 	p("      %-20s%11s  in %s; empty_cache() returns it\n", "fully free", bytesOf(r.FreeSegments), units.Plural(r.FreeSegmentsCount, "segment"))
+	if r.FreePages > 0 {
+		p("      %-20s%11s  in %s still in use; empty_cache() unmaps them\n", "whole free pages", bytesOf(r.FreePages), units.Plural(r.FreePagesCount, "expandable segment"))
+	}
 	p("      %-20s%11s  in %s still in use\n", "trapped", bytesOf(r.Trapped), units.Plural(r.TrappedCount, "segment"))
 	if r.PendingFree > 0 {
 		p("      %-20s%11s  waiting on other streams\n", "pending free", bytesOf(r.PendingFree))
