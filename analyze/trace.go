@@ -19,6 +19,9 @@ func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline, 
 		if tl.Len() == 0 {
 			continue
 		}
+		if s := steps[tl.Device]; s.OnePass {
+			notes = append(notes, fmt.Sprintf("device %d: %s", tl.Device, s.Reason))
+		}
 		// Explain and Leak only read the timeline: they run side by side.
 		var leaks []diagnose.Finding
 		var wg sync.WaitGroup

@@ -97,6 +97,9 @@ func Leak(sn *snapshot.Snapshot, tl *replay.Timeline, steps Steps, f *callsite.F
 	r := &LeakReport{Device: tl.Device, Steps: steps, Allocated: []int64{}, Sites: []SiteGrowth{}}
 	if len(steps.Steps) == 0 {
 		r.Reason = "no steps: " + steps.Reason
+		if steps.OnePass {
+			r.Reason = steps.Reason
+		}
 		return r
 	}
 	if len(steps.Steps) < minLeakSteps {

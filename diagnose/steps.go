@@ -53,6 +53,10 @@ type Steps struct {
 	Confidence float64 `json:"confidence"`
 	// Reason says how the steps were found, or why none were.
 	Reason string `json:"reason"`
+	// OnePass is set when the trace repeats only inside one forward or
+	// backward pass (a model's layers): it has no steps, and what the
+	// repeats keep allocated is no leak.
+	OnePass bool `json:"one_pass,omitempty"`
 }
 
 // DetectSteps splits device tl's trace into steps; f names the allocation
@@ -78,7 +82,7 @@ func TraceSteps(sn *snapshot.Snapshot, device int, tr snapshot.Trace, f *callsit
 		return s
 	}
 	s := stepsFromPeriod(sn, tr, f)
-	if len(s.Steps) == 0 {
+	if len(s.Steps) == 0 && !s.OnePass {
 		s.Reason = "no step markers: no step=N user_metadata, no ProfilerStep#N, numbered record_function or Optimizer.step annotations; " + s.Reason
 	}
 	return s

@@ -157,6 +157,9 @@ func TestStepsOnePass(t *testing.T) {
 			if want := []string{tt.leak}; tt.leak == "" && len(leaks) > 0 || tt.leak != "" && !slices.Equal(leaks, want) {
 				t.Errorf("leaks at %q, want %q", leaks, tt.leak)
 			}
+			if got.OnePass != (tt.steps == 0) {
+				t.Errorf("OnePass = %v", got.OnePass)
+			}
 			if tt.steps == 0 {
 				return
 			}

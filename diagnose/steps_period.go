@@ -124,7 +124,7 @@ func stepsFromPeriod(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filte
 		return s.steps(sn, tr, f, c)
 	}
 	if layers != "" {
-		return Steps{Steps: []Step{}, Reason: layers}
+		return Steps{Steps: []Step{}, Reason: layers, OnePass: true}
 	}
 	best := period{}
 	if len(cands) > 0 {
