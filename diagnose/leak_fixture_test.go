@@ -28,6 +28,9 @@ var leakScenarios = map[string][]leakCulprit{
 	// two_procs/expected.json leak_bytes_per_step, culprit_functions.
 	"two_procs/step3/rollout_rank1_pid751.pickle.gz": {{"cache_prompt_embeddings", 16777216}},
 	"two_procs/step4/rollout_rank1_pid751.pickle.gz": {{"cache_prompt_embeddings", 16777216}},
+	// train_deep_leak/expected.json leak_bytes_per_step: the fp32 logits of
+	// the LM head (TinyGPT.forward), kept by a view every iteration.
+	"train_deep_leak/train_deep_leak.pickle.gz": {{"forward", 523264000}},
 }
 
 // maxRounding is the most the caching allocator adds to a request: the
@@ -159,6 +162,10 @@ func TestLeakFixturesFromPeriodicity(t *testing.T) {
 		"two_procs/step4/actor_rank0_pid750.pickle.gz",
 		"healthy_train/full_run.pickle.gz",
 		"frag_growth/step4/rollout_rank0_pid656.pickle.gz",
+		// Five iterations of a 12-layer model: the layers repeat 60 times,
+		// but inside one forward or backward pass each.
+		"train_deep/train_deep.pickle.gz",
+		"train_deep_leak/train_deep_leak.pickle.gz",
 	} {
 		t.Run(rel, func(t *testing.T) {
 			sn, tl := stepsScenario(t, filepath.Join(scenarioDir, rel))

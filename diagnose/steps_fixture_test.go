@@ -36,7 +36,7 @@ func TestFixtureSteps(t *testing.T) {
 		source StepSource
 		marker string
 		steps  int
-		first  string // first step's label
+		first  string // first step's label, or what the reason says when there is none
 	}{
 		{"testdata/scenarios/out/leak_closure/step4/server_rank0_pid561.pickle.gz", SourceAnnotation, "event_loop_step#N", 4, "event_loop_step#1"},
 		{"testdata/scenarios/out/leak_closure/step2/server_rank0_pid561.pickle.gz", SourceAnnotation, "event_loop_step#N", 2, "event_loop_step#1"},
@@ -47,7 +47,18 @@ func TestFixtureSteps(t *testing.T) {
 		// are there too; train_step#N covers the most events.
 		{"testdata/scenarios/out/bench_source/bench_source.pickle.gz", SourceAnnotation, "train_step#N", 294, "train_step#1"},
 		{"snapshot/testdata/format/train.pickle", SourceAnnotation, "Optimizer.step#Adam.step", 2, "Optimizer.step#Adam.step (1)"},
-		{"testdata/scenarios/out/peak_upcast/peak_upcast.pickle.gz", "", "", 0, ""},
+		{"testdata/scenarios/out/peak_upcast/peak_upcast.pickle.gz", "", "", 0, "no step markers"},
+		// Five training iterations of a 12-layer model: the optimizer's
+		// ranges, not the 60 repeats of the layers.
+		{"testdata/scenarios/out/train_deep/train_deep.pickle.gz", SourceAnnotation, "Optimizer.step#AdamW.step", 5, "Optimizer.step#AdamW.step (1)"},
+		{"testdata/scenarios/out/train_deep_leak/train_deep_leak.pickle.gz", SourceAnnotation, "Optimizer.step#AdamW.step", 5, "Optimizer.step#AdamW.step (1)"},
+		// One grad-enabled forward of 32 layers (expected.json: steps 0):
+		// the layers repeat inside TinyGPT.forward, between the embedding
+		// (line 53) and the head (line 56).
+		{"testdata/scenarios/out/forward_deep/forward_deep.pickle.gz", "", "", 0,
+			"one pass, no steps: the 32 repeats opened by the allocation at attention (/work/main/testdata/scenarios/_deep.py:27) run inside one call of forward (scenarios/_deep.py) at line 55, which also allocates before them (line 53) and after them (line 56)"},
+		// The same with 48 layers under autocast: no pattern fits at all.
+		{"testdata/scenarios/out/forward_deep_mixed/forward_deep_mixed.pickle.gz", "", "", 0, "no repeating allocation pattern"},
 	}
 	for _, tt := range tests {
 		t.Run(filepath.Base(filepath.Dir(tt.file))+"/"+filepath.Base(tt.file), func(t *testing.T) {
@@ -58,8 +69,8 @@ func TestFixtureSteps(t *testing.T) {
 					len(got.Steps), got.Source, got.Marker, tt.steps, tt.source, tt.marker, got.Reason)
 			}
 			if tt.steps == 0 {
-				if !strings.Contains(got.Reason, "no step markers") {
-					t.Errorf("reason %q does not say why", got.Reason)
+				if !strings.Contains(got.Reason, tt.first) {
+					t.Errorf("reason %q does not say %q", got.Reason, tt.first)
 				}
 				return
 			}
@@ -93,6 +104,10 @@ func TestFixturePeriodMatchesAnnotations(t *testing.T) {
 		"testdata/scenarios/out/leak_closure/step4/server_rank0_pid561.pickle.gz",
 		"testdata/scenarios/out/healthy_train/full_run.pickle.gz",
 		"testdata/scenarios/out/bench_source/bench_source.pickle.gz",
+		// Each iteration opens with its batch; the layers, which repeat 60
+		// times, do so inside one pass each and are refused.
+		"testdata/scenarios/out/train_deep/train_deep.pickle.gz",
+		"testdata/scenarios/out/train_deep_leak/train_deep_leak.pickle.gz",
 	} {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			sn, tl := stepsScenario(t, file)

@@ -56,14 +56,10 @@ func (s *allocSeq) insidePass(sn *snapshot.Snapshot, c period, f *callsite.Filte
 	if pass < 0 {
 		return "", false
 	}
-	// The deepest branch off the body's chain before the first cut and
-	// after the last.
+	// The branches off the body's chain before the first cut and after the
+	// last; the deepest on each side is the evidence.
 	firstCut, lastCut := s.first[c.anchor], s.last[c.anchor]
-	type branch struct {
-		depth  int
-		frames []snapshot.Frame
-	}
-	before, after := branch{depth: -1}, branch{depth: -1}
+	var before, after []branch
 	for site, ok := range c.fits {
 		early, late := s.first[site] < firstCut, s.last[site] > lastCut
 		if ok || !early && !late {
@@ -74,19 +70,20 @@ func (s *allocSeq) insidePass(sn *snapshot.Snapshot, c period, f *callsite.Filte
 		if d < 0 {
 			continue
 		}
-		b := branch{depth: d, frames: fs}
-		if early && d > before.depth {
-			before = b
+		if early {
+			before = append(before, branch{d, fs})
 		}
-		if late && d > after.depth {
-			after = b
+		if late {
+			after = append(after, branch{d, fs})
 		}
 	}
-	if before.depth < pass || after.depth < pass {
+	h := min(deepest(before), deepest(after))
+	if h < pass {
 		return "", false
 	}
-	// The call that holds the loop, and where it allocates around it.
-	h := min(before.depth, after.depth)
+	// The call that holds the loop, and where it allocates around it: the
+	// branch of each side that leaves the chain in that call (a deeper one
+	// is an allocation of the first or last repeat that does not fit).
 	holder := bodyFuncs[h]
 	loop := ""
 	if h < len(body) {
@@ -95,7 +92,35 @@ func (s *allocSeq) insidePass(sn *snapshot.Snapshot, c period, f *callsite.Filte
 	return fmt.Sprintf("one pass, no steps: the %d repeats opened by the allocation at %s run inside one call of %s (%s)%s, "+
 		"which also allocates before them (line %d) and after them (line %d): they are the layers of one forward or backward pass, not iterations, "+
 		"and what they keep allocated is activations held for backward, not a leak",
-		c.n, f.Site(sn, s.stacks[c.anchor]), holder.Name, shortFile(holder.Filename), loop, before.frames[h].Line, after.frames[h].Line), true
+		c.n, f.Site(sn, s.stacks[c.anchor]), holder.Name, shortFile(holder.Filename), loop, at(before, h).Line, at(after, h).Line), true
+}
+
+// branch is a site outside a period and the depth at which its frames
+// leave the chain of calls the period's sites share.
+type branch struct {
+	depth  int
+	frames []snapshot.Frame
+}
+
+// deepest is the largest depth of bs; -1 for none.
+func deepest(bs []branch) int {
+	d := -1
+	for _, b := range bs {
+		d = max(d, b.depth)
+	}
+	return d
+}
+
+// at is the frame at depth h of the shallowest branch of bs that reaches
+// it.
+func at(bs []branch, h int) snapshot.Frame {
+	best := -1
+	for i, b := range bs {
+		if b.depth >= h && (best < 0 || b.depth < bs[best].depth) {
+			best = i
+		}
+	}
+	return bs[best].frames[h]
 }
 
 // branchDepth is the depth at which frames fs leave the chain of calls
