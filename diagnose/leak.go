@@ -65,7 +65,9 @@ type Growth struct {
 	Spread float64
 	// Shrink is the bytes the later steps gave back, in total.
 	Shrink int64
-	// Leak is the verdict.
+	// Leak is the verdict. The requested bytes must grow too: blocks that
+	// grow while the tensors in them do not are the same tensors placed in
+	// blocks rounded differently.
 	Leak bool
 }
 
@@ -278,6 +280,7 @@ func judge(live, requested []int64) Growth {
 	early, late := mean(d[:len(d)/2]), mean(d[(len(d)+1)/2:])
 	g.Leak = len(live)-1 >= minLeakSteps &&
 		g.PerStep > 0 &&
+		g.RequestedPerStep > 0 &&
 		float64(g.Grew) >= minGrewFraction*float64(g.Later) &&
 		g.Spread <= maxSpread &&
 		late >= minLateRatio*early &&
