@@ -73,9 +73,12 @@ type Finding struct {
 
 // gradeShare is the severity of a finding whose weight is a share of
 // memory (of the peak, of reserved bytes): High from high, Medium from
-// medium, Low below.
-func gradeShare(share, high, medium float64) Severity {
+// medium, Low below; and Low whatever the share when the bytes at stake
+// are fewer than minSevereBytes.
+func gradeShare(share float64, bytes int64, high, medium float64) Severity {
 	switch {
+	case bytes < minSevereBytes:
+		return Low
 	case share >= high:
 		return High
 	case share >= medium:
@@ -83,3 +86,8 @@ func gradeShare(share, high, medium float64) Severity {
 	}
 	return Low
 }
+
+// minSevereBytes is the least a peak or fragmentation finding must be
+// about to rank above Low: 6 MiB saved on a 12 MiB notebook peak is half
+// of it, and still nothing to act on.
+const minSevereBytes = 64 << 20

@@ -228,26 +228,43 @@ func FragFinding(peak *PeakReport, end *FragReport, others ...*FragReport) []Fin
 	reserved, allocated := peak.ReservedSince.Bytes, peak.AllocatedSince.Bytes
 	excess := reserved - allocated
 	trapped := significant(end.Trapped, end.Reserved)
-	grown := significant(excess, reserved)
+	// Growth is known only from a trace that saw it: a cache that was
+	// already at its peak when recording began may have served a higher
+	// allocated peak that was never recorded.
+	grown := peak.ReservedSince.Index >= 0 && significant(excess, reserved)
 	if !trapped && !grown {
 		return nil
 	}
-	share := float64(excess) / float64(reserved)
-	if end.Reserved > 0 {
-		share = max(share, float64(end.Trapped)/float64(end.Reserved))
+	since := ""
+	if peak.EmptyCache >= 0 {
+		since = " after the program's last torch.cuda.empty_cache()"
 	}
-	sev := gradeShare(share, 0.5, 0.25)
+	// The share and the bytes at stake count only what triggered.
+	var share float64
+	var stake int64
+	if grown {
+		share, stake = float64(excess)/float64(reserved), excess
+	}
+	if trapped {
+		share, stake = max(share, float64(end.Trapped)/float64(end.Reserved)), max(stake, end.Trapped)
+	}
 	free := fmt.Sprintf("%s in fully free segments", units.Bytes(end.FreeSegments))
 	if end.FreePages > 0 {
-		free += fmt.Sprintf(" and %s in whole free pages", units.Bytes(end.FreePages))
+		free += fmt.Sprintf(", %s in whole free pages", units.Bytes(end.FreePages))
+	}
+	// The title keeps the peak's figures apart from the end's.
+	title := fmt.Sprintf("%s of the %s reserved at the %s is trapped in partly used segments (%s)",
+		units.Bytes(end.Trapped), units.Bytes(end.Reserved), end.When, free)
+	if grown {
+		title = fmt.Sprintf("the cache grew to %s%s with at most %s allocated at once, %s never needed at one time; at the %s %s is reserved: %s, %s trapped in partly used ones",
+			units.Bytes(reserved), since, units.Bytes(allocated), units.Bytes(excess), end.When, units.Bytes(end.Reserved), free, units.Bytes(end.Trapped))
 	}
 	fd := Finding{
 		Kind:     KindFragmentation,
-		Severity: sev,
-		Title: fmt.Sprintf("%s reserved at the %s, %s never allocated at once; %s, %s trapped in partly used ones",
-			units.Bytes(end.Reserved), end.When, units.Bytes(excess), free, units.Bytes(end.Trapped)),
-		Bytes:  end.Unallocated(),
-		Device: end.Device,
+		Severity: gradeShare(share, stake, 0.5, 0.25),
+		Title:    title,
+		Bytes:    end.Unallocated(),
+		Device:   end.Device,
 		Evidence: map[string]any{
 			"reserved_bytes":       end.Reserved,
 			"allocated_bytes":      end.Allocated,
@@ -262,9 +279,7 @@ func FragFinding(peak *PeakReport, end *FragReport, others ...*FragReport) []Fin
 			"event":                end.Index,
 		},
 	}
-	since := ""
 	if peak.EmptyCache >= 0 {
-		since = " after the program's last torch.cuda.empty_cache()"
 		fd.Evidence["empty_cache_event"] = peak.EmptyCache
 		fd.Evidence["reserved_peak_before_empty_cache_bytes"] = peak.Reserved.Bytes
 	}

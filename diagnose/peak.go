@@ -336,7 +336,7 @@ func (r *PeakReport) transientFinding(t *Transient) Finding {
 	ev["largest_transient_pct"] = int(share*100 + 0.5)
 	fd := Finding{
 		Kind:     KindPeak,
-		Severity: gradeShare(share, 0.25, 0.10),
+		Severity: gradeShare(share, saving, 0.25, 0.10),
 		Title: fmt.Sprintf("allocated memory peaks at %s; a transient %s block from %s sits on top of it",
 			units.Bytes(r.Allocated.Bytes), units.Bytes(t.Bytes), siteName(t.Site)),
 		Bytes:    r.Allocated.Bytes,
@@ -364,7 +364,7 @@ func (r *PeakReport) lineFinding(l *TransientLine) Finding {
 	ev["peak_without_largest_bytes"] = r.Largest.PeakWithout.Bytes
 	fd := Finding{
 		Kind:     KindPeak,
-		Severity: gradeShare(share, 0.25, 0.10),
+		Severity: gradeShare(share, saving, 0.25, 0.10),
 		Title: fmt.Sprintf("allocated memory peaks at %s; transient blocks from %s (%s at the peak) sit on top of it",
 			units.Bytes(r.Allocated.Bytes), siteName(l.Site), units.Bytes(l.Bytes)),
 		Bytes:    r.Allocated.Bytes,
