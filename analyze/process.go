@@ -68,7 +68,7 @@ func (a *Analyzer) analyzeProcess(g *processGroup) Process {
 	switch len(g.snaps) {
 	case 0:
 	case 1:
-		p.Notes = append(p.Notes, "one snapshot: growth across steps needs two or more (three to tell a leak from a one-off allocation)")
+		p.Notes = append(p.Notes, "one snapshot: growth between snapshots needs two or more (three to tell a leak from a one-off allocation); a leak can only come from the steps inside its trace")
 	default:
 		ax := axisOf(g.snaps)
 		for _, dev := range devicesOf(g.snaps) {
