@@ -291,7 +291,9 @@ func FragFinding(peak *PeakReport, end *FragReport, others ...*FragReport) []Fin
 	}
 	blame = append(blame, end.Creators...)
 	for _, o := range others {
-		if trapped || !significant(o.Trapped, o.Reserved) || len(o.Pinned) == 0 || len(o.Pinned[0].Pinners) == 0 {
+		// A moment before the program's last empty_cache() says nothing
+		// of the cache it kept.
+		if trapped || peak.EmptyCache >= 0 && o.Index <= peak.EmptyCache || !significant(o.Trapped, o.Reserved) || len(o.Pinned) == 0 || len(o.Pinned[0].Pinners) == 0 {
 			continue
 		}
 		g := o.Pinned[0].Pinners[0]
