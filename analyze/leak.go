@@ -52,10 +52,12 @@ func (a *Analyzer) snapshotLeaks(ax axis, dev int, series []*deviceDigest) []dia
 			}
 		}
 		t := fit(ax.xs, bytes)
+		requestedPerStep := theilSen(ax.xs, requested)
 		// With two snapshots a site that appears in the second may be a
 		// one-off allocation; only growth beside blocks that were already
-		// there counts.
-		if !t.growing(minLeakPerStep) || (len(series) == 2 && bytes[0] == 0) {
+		// there counts. Blocks that grow while the bytes asked for do not
+		// are the same tensors in blocks rounded differently.
+		if !t.growing(minLeakPerStep) || (len(series) == 2 && bytes[0] == 0) || requestedPerStep <= 0 {
 			continue
 		}
 		sev := leakSeverity(t.PerStep)
@@ -67,7 +69,7 @@ func (a *Analyzer) snapshotLeaks(ax axis, dev int, series []*deviceDigest) []dia
 		ev["live_bytes"] = bytes
 		ev["blocks"] = blocks
 		ev["blocks_kept_in_place"] = keptBlocks(series[0].sites[k], series[len(series)-1].sites[k])
-		ev["requested_bytes_per_step"] = int64(math.Round(theilSen(ax.xs, requested)))
+		ev["requested_bytes_per_step"] = int64(math.Round(requestedPerStep))
 		ev["steadiness"] = round2(t.Steadiness)
 		f := diagnose.Finding{
 			Kind:         diagnose.KindLeak,
