@@ -1,0 +1,135 @@
+package diagnose
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// lastEmptyCache returns the last segment release of tr that the program
+// asked for, with torch.cuda.empty_cache() on its stack, or
+// BeforeRecording. Releases without it are the allocator's own (freeing
+// its cache to retry a failed cudaMalloc), or have no stack to tell.
+func lastEmptyCache(sn *snapshot.Snapshot, tr snapshot.Trace) int {
+	last := replay.BeforeRecording
+	asked := map[snapshot.StackID]bool{}
+	for i, e := range tr.Others() {
+		if e.Action != snapshot.ActionSegmentFree && e.Action != snapshot.ActionSegmentUnmap {
+			continue
+		}
+		yes, ok := asked[e.Stack]
+		if !ok {
+			yes = slices.ContainsFunc(sn.Stack(e.Stack), func(id snapshot.FrameID) bool {
+				fr := sn.Frames[id]
+				return fr.Name == "empty_cache" && strings.HasSuffix(strings.ReplaceAll(fr.Filename, `\`, "/"), "torch/cuda/memory.py")
+			})
+			asked[e.Stack] = yes
+		}
+		if yes {
+			last = i
+		}
+	}
+	return last
+}
+
+// peakAfter is the first event after event e at which series m reaches its
+// maximum over the events after e; the value at e when none follows.
+func peakAfter(tl *replay.Timeline, m replay.Metric, e int) replay.Peak {
+	at := func(i int) replay.Peak {
+		return replay.Peak{Index: i, TimeUS: tl.Trace.At(i).TimeUS, Bytes: tl.Value(m, i)}
+	}
+	p := at(min(e+1, tl.Len()-1))
+	for i := p.Index + 1; i < tl.Len(); i++ {
+		if v := tl.Value(m, i); v > p.Bytes {
+			p = at(i)
+		}
+	}
+	return p
+}
+
+// peaksWithout returns tl's allocated peak once per set of blocks, with
+// that set removed from the series. The series changes only where a
+// removed block is allocated or freed, so the changes are sorted and swept
+// along the events, all sets in one pass: a trace has millions of events,
+// a line of code a few blocks.
+func peaksWithout(tl *replay.Timeline, sets ...[]replay.Allocation) []replay.Peak {
+	type change struct {
+		at, set int // the first event index it applies to, and its set
+		delta   int64
+	}
+	var changes []change
+	peaks := make([]replay.Peak, len(sets))
+	for s, removed := range sets {
+		initial := tl.Initial.Allocated
+		for _, a := range removed {
+			if a.AllocatedAt(replay.BeforeRecording) {
+				initial -= int64(a.Size)
+			}
+			lo, hi := max(int(a.Start), 0), min(int(a.Free), tl.Len())
+			if lo < hi {
+				changes = append(changes, change{lo, s, -int64(a.Size)}, change{hi, s, int64(a.Size)})
+			}
+		}
+		peaks[s] = replay.Peak{Index: replay.BeforeRecording, Bytes: initial}
+	}
+	slices.SortFunc(changes, func(a, b change) int { return cmp.Compare(a.at, b.at) })
+	off := make([]int64, len(sets))
+	next := 0
+	for i := range tl.Len() {
+		for ; next < len(changes) && changes[next].at == i; next++ {
+			off[changes[next].set] += changes[next].delta
+		}
+		v := tl.Value(replay.Allocated, i)
+		for s := range peaks {
+			if v+off[s] > peaks[s].Bytes {
+				peaks[s] = replay.Peak{Index: i, TimeUS: tl.Trace.At(i).TimeUS, Bytes: v + off[s]}
+			}
+		}
+	}
+	return peaks
+}
+
+// maxLineTries bounds the transient callsites at the peak that are tried
+// for Line, largest first; each try is a pass over the trace.
+const maxLineTries = 3
+
+// bestLine returns the transient callsite among the largest at the peak
+// whose blocks, all removed from the trace, lower the peak most; nil if
+// none lowers it. Sites are matched by key, as groupBySite made them.
+func bestLine(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, peak int64, groups []SiteGroup) *TransientLine {
+	groups = groups[:min(len(groups), maxLineTries)]
+	want := map[string]int{}
+	for i, g := range groups {
+		want[g.Site.Key()] = i
+	}
+	blocks := make([][]replay.Allocation, len(groups))
+	keys := map[snapshot.StackID]string{}
+	for k := range tl.NumAllocations() {
+		a := tl.Allocation(k)
+		if a.Start == replay.BeforeRecording || a.Free == replay.LiveAtEnd {
+			continue
+		}
+		key, ok := keys[a.Stack]
+		if !ok {
+			key = f.Site(sn, a.Stack).Key()
+			keys[a.Stack] = key
+		}
+		if i, ok := want[key]; ok {
+			blocks[i] = append(blocks[i], a)
+		}
+	}
+	var best *TransientLine
+	for i, p := range peaksWithout(tl, blocks...) {
+		if g := groups[i]; best == nil || p.Bytes < best.PeakWithout.Bytes {
+			best = &TransientLine{SiteGroup: g, Blocks: len(blocks[i]), PeakWithout: p}
+		}
+	}
+	if best != nil && best.PeakWithout.Bytes >= peak {
+		return nil
+	}
+	return best
+}
