@@ -79,12 +79,6 @@ type Transient struct {
 // Saving is how much lower the peak would be without the block.
 func (t *Transient) Saving(peak int64) int64 { return peak - t.PeakWithout.Bytes }
 
-// worthIt reports whether removing the block saves enough of peak to be
-// advice.
-func (t *Transient) worthIt(peak int64) bool {
-	return float64(t.Saving(peak)) >= minPeakSaving*float64(peak)
-}
-
 // Peak analyses tl's allocated and reserved peaks.
 func Peak(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *PeakReport {
 	r := &PeakReport{
@@ -139,7 +133,7 @@ func Peak(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *PeakR
 			Bytes: int64(a.Size), Requested: int64(a.Requested),
 			PeakWithout: peaksWithout(tl, []replay.Allocation{*a})[0],
 		}
-		if !r.Largest.worthIt(r.Allocated.Bytes) {
+		if !lowers(r.Allocated.Bytes, r.Largest.PeakWithout.Bytes) {
 			r.Line = bestLine(sn, tl, f, r.Allocated.Bytes, r.Transient)
 		}
 	}

@@ -13,6 +13,12 @@ import (
 // is no fix.
 const minPeakSaving = 0.01
 
+// lowers reports whether a what-if that leaves the peak at without instead
+// of peak saves enough to be advice.
+func lowers(peak, without int64) bool {
+	return float64(peak-without) >= minPeakSaving*float64(peak)
+}
+
 // maxPeakHolders is how many persistent callsites a peak finding names.
 const maxPeakHolders = 3
 
@@ -25,10 +31,10 @@ func (r *PeakReport) Findings() []Finding {
 	if r.Allocated.Bytes <= 0 {
 		return nil
 	}
-	if t := r.Largest; t != nil && t.worthIt(r.Allocated.Bytes) {
+	if t := r.Largest; t != nil && lowers(r.Allocated.Bytes, t.PeakWithout.Bytes) {
 		return []Finding{r.transientFinding(t)}
 	}
-	if l := r.Line; l != nil && float64(r.Allocated.Bytes-l.PeakWithout.Bytes) >= minPeakSaving*float64(r.Allocated.Bytes) {
+	if l := r.Line; l != nil && lowers(r.Allocated.Bytes, l.PeakWithout.Bytes) {
 		return []Finding{r.lineFinding(l)}
 	}
 	if len(r.Persistent) == 0 {
