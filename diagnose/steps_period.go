@@ -200,17 +200,17 @@ func (s *allocSeq) period(anchor, n int) period {
 		}
 		seen[site]++
 	}
-	fits := bad // reused: a site fits when it repeats, divides and is not bad
+	fits := make([]bool, len(s.count))
 	repeating, fit := 0, 0
 	for site, c := range s.count {
-		ok := c >= 2 && c%n == 0 && !bad[site]
-		if c >= 2 {
-			repeating += c
+		if c < 2 {
+			continue
 		}
-		if ok {
+		repeating += c
+		if c%n == 0 && !bad[site] {
+			fits[site] = true
 			fit += c
 		}
-		fits[site] = ok
 	}
 	return period{anchor: anchor, n: n, score: float64(fit) / float64(repeating), fits: fits}
 }
