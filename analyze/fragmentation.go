@@ -3,6 +3,7 @@ package analyze
 import (
 	"cmp"
 	"fmt"
+	"github.com/vramscope/vramscope/internal/trend"
 	"maps"
 	"math"
 	"slices"
@@ -47,7 +48,7 @@ func fragmentation(cs cacheSeries) (diagnose.Finding, bool) {
 		cached[i] = cs.reserved[i] - cs.allocated[i]
 	}
 	t := fit(cs.ax.xs, cached)
-	if !t.growing(minCacheGrowthPerStep) {
+	if !growing(t, minCacheGrowthPerStep) {
 		return diagnose.Finding{}, false
 	}
 	peak := max(cs.peak, slices.Max(cs.allocated))
@@ -62,7 +63,7 @@ func fragmentation(cs cacheSeries) (diagnose.Finding, bool) {
 			sev = diagnose.High
 		}
 		flat := "while allocated stays flat"
-		if theilSen(cs.ax.xs, cs.allocated) >= minLeakPerStep {
+		if trend.TheilSen(cs.ax.xs, cs.allocated) >= minLeakPerStep {
 			flat = "on top of allocated growth"
 		}
 		title = fmt.Sprintf("cached memory grows %s per %s %s: reserved is %.2fx the peak allocated", perStep, cs.ax.per, flat, ratio)

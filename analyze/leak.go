@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"github.com/vramscope/vramscope/internal/trend"
 	"maps"
 	"math"
 	"slices"
@@ -52,12 +53,12 @@ func (a *Analyzer) snapshotLeaks(ax axis, dev int, series []*deviceDigest) []dia
 			}
 		}
 		t := fit(ax.xs, bytes)
-		requestedPerStep := theilSen(ax.xs, requested)
+		requestedPerStep := trend.TheilSen(ax.xs, requested)
 		// With two snapshots a site that appears in the second may be a
 		// one-off allocation; only growth beside blocks that were already
 		// there counts. Blocks that grow while the bytes asked for do not
 		// are the same tensors in blocks rounded differently.
-		if !t.growing(minLeakPerStep) || (len(series) == 2 && bytes[0] == 0) || requestedPerStep <= 0 {
+		if !growing(t, minLeakPerStep) || (len(series) == 2 && bytes[0] == 0) || requestedPerStep <= 0 {
 			continue
 		}
 		sev := leakSeverity(t.PerStep)

@@ -118,7 +118,7 @@ func logFindings(t *textDigest) []diagnose.Finding {
 	}
 
 	var out []diagnose.Finding
-	if tr := fit(ax.xs, cs.allocated); tr.growing(minLeakPerStep) {
+	if tr := fit(ax.xs, cs.allocated); growing(tr, minLeakPerStep) {
 		ev := ax.evidence()
 		putSeries(ev, "allocated_bytes", cs.allocated)
 		ev["steadiness"] = round2(tr.Steadiness)
