@@ -3,12 +3,12 @@ package analyze
 import (
 	"cmp"
 	"fmt"
-	"github.com/vramscope/vramscope/internal/trend"
 	"maps"
 	"math"
 	"slices"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/trend"
 	"github.com/vramscope/vramscope/internal/units"
 )
 

@@ -2,12 +2,12 @@ package analyze
 
 import (
 	"fmt"
-	"github.com/vramscope/vramscope/internal/trend"
 	"maps"
 	"math"
 	"slices"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/trend"
 	"github.com/vramscope/vramscope/internal/units"
 )
 
