@@ -10,7 +10,8 @@ import (
 // device, for front ends that print them all.
 type DeviceReport struct {
 	Device int
-	Peak   *PeakReport
+	// Peak is nil for a device without a trace.
+	Peak *PeakReport
 	// Frag is the fragmentation at the end, at the allocated peak and at
 	// the reserved peak (each moment once, in that order).
 	Frag     []*FragReport
@@ -19,8 +20,22 @@ type DeviceReport struct {
 	Findings []Finding
 }
 
+// AtDump is the moment of a FragReport of a device without a trace: the
+// dump, the one moment known.
+const AtDump = "dump"
+
 // Explain runs every analysis of this package on one device's timeline.
 func Explain(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) (*DeviceReport, error) {
+	if tl.Len() == 0 {
+		// Without a trace only the dump is known: no peak and no history
+		// to judge, so no findings, as analyze has none for it; the state
+		// at the dump is still worth reading.
+		end, err := Frag(sn, tl, f, replay.BeforeRecording, AtDump)
+		if err != nil {
+			return nil, err
+		}
+		return &DeviceReport{Device: tl.Device, Frag: []*FragReport{end}, Caveats: tl.Caveats}, nil
+	}
 	r, err := explainPeak(sn, tl, f)
 	if err != nil {
 		return nil, err

@@ -21,6 +21,10 @@ func TestExplainGolden(t *testing.T) {
 		{"explain-frag_growth", []string{"explain", "testdata/scenarios/out/frag_growth/step4/rollout_rank0_pid656.pickle.gz"},
 			[]string{"empty_cache() would return 900.00 MiB", "run_rollout_request"}},
 		{"explain-fragoom", []string{"explain", "snapshot/testdata/format/fragoom.pickle"}, []string{"Raise the fraction"}},
+		// A pickled memory_snapshot() list holds no trace: no peak, no
+		// findings (analyze has none either), the state at the dump.
+		{"explain-notrace", []string{"explain", "snapshot/testdata/legacy/v2_11_segment_list.pickle"},
+			[]string{"unknown: no trace", "at the dump:", "Findings\n    none"}},
 		{"explain-focus", []string{"explain", "--ignore", "^compute_logprobs$", "testdata/scenarios/out/peak_upcast/peak_upcast.pickle.gz"},
 			[]string{"main (/work/main/testdata/scenarios/peak_upcast.py:54)"}},
 	}

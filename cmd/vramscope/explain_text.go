@@ -64,6 +64,10 @@ func bytesOf(n int64) string { return units.Bytes(n).String() }
 func writePeak(b *strings.Builder, r *diagnose.PeakReport) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("  Peak\n")
+	if r == nil {
+		p("    unknown: no trace, only the state at the dump (below)\n")
+		return
+	}
 	exact := "a lower bound: recording started after the process did"
 	if r.Complete {
 		exact = "torch's max_memory_allocated: recording covers the whole process"
@@ -94,8 +98,12 @@ func writeGroups(b *strings.Builder, gs []diagnose.SiteGroup) {
 
 func writeFrag(b *strings.Builder, r *diagnose.FragReport) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("    at the %s (%s): %s reserved, %s allocated, %s not allocated\n",
-		r.When, eventName(r.Index), bytesOf(r.Reserved), bytesOf(r.Allocated), bytesOf(r.Unallocated()))
+	when := fmt.Sprintf("the %s (%s)", r.When, eventName(r.Index))
+	if r.When == diagnose.AtDump {
+		when = "the dump"
+	}
+	p("    at %s: %s reserved, %s allocated, %s not allocated\n",
+		when, bytesOf(r.Reserved), bytesOf(r.Allocated), bytesOf(r.Unallocated()))
 	p("      %-20s%11s  in %s; empty_cache() returns it\n", "fully free", bytesOf(r.FreeSegments), units.Plural(r.FreeSegmentsCount, "segment"))
 	if r.FreePages > 0 {
 		p("      %-20s%11s  in %s still in use; empty_cache() unmaps them\n", "whole free pages", bytesOf(r.FreePages), units.Plural(r.FreePagesCount, "expandable segment"))
