@@ -202,6 +202,12 @@ func (r *OOMReport) Explanation() string {
 	return o.paragraph(o.decide())
 }
 
+// Fix is the paragraph's advice alone: what to change.
+func (r *OOMReport) Fix() string {
+	o := r.facts()
+	return o.remedy(o.decide())
+}
+
 // bestCandidate is the free block closest to serving the request: the
 // largest one on the request's own stream, pool and size class, else the
 // largest of all.
@@ -235,7 +241,7 @@ func (r *OOMReport) Findings() []Finding {
 			"trapped_bytes":     r.Frag.Unallocated(),
 			"fraction_limited":  r.FractionLimited,
 		},
-		Fix: r.Explanation(),
+		Fix: r.Fix(),
 	}
 	r.Cause().evidence(fd.Evidence)
 	if c, ok := r.bestCandidate(); ok {

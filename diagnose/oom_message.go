@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -40,6 +41,9 @@ type MessageReport struct {
 
 	OOMCause
 	Explanation string `json:"explanation"`
+	// Fix is what to change: the explanation's advice, or all of it where
+	// the explanation is advice (errors outside the allocator).
+	Fix string `json:"fix"`
 }
 
 // ExplainMessage explains one parsed OOM message.
@@ -114,6 +118,7 @@ func ExplainMessage(m memlog.OOMMessage) *MessageReport {
 	if m.Source == memlog.CachingAllocator || m.Source == memlog.MallocAsync {
 		r.OOMCause = o.decide()
 		r.Explanation = o.paragraph(r.OOMCause)
+		r.Fix = o.remedy(r.OOMCause)
 		if m.Source == memlog.MallocAsync {
 			r.Explanation = "PyTorch ran with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, whose message this is: the driver's memory pool served PyTorch's allocations, and its cache is not in the numbers. " + r.Explanation
 		}
@@ -252,7 +257,7 @@ func (r *MessageReport) Finding(where string) Finding {
 		Title:    r.title(),
 		Stack:    []Frame{},
 		Evidence: ev,
-		Fix:      r.Explanation,
+		Fix:      cmp.Or(r.Fix, r.Explanation),
 	}
 	if m.TriedToAllocate != nil {
 		f.Bytes = int64(*m.TriedToAllocate)

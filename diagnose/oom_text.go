@@ -421,10 +421,13 @@ func (o oomFacts) othersNamed() string {
 	return " (" + o.otherList + ")"
 }
 
-// paragraph is the explanation a person can act on: what was asked, where
-// the GPU's memory was, the cause with its numbers, and what to change for
-// it and for each contributing cause.
-func (o oomFacts) paragraph(c OOMCause) string {
+// paragraph is the explanation a person can act on: what was asked, why
+// neither the cache nor the GPU could serve it, and what to change.
+func (o oomFacts) paragraph(c OOMCause) string { return o.account(c) + " " + o.remedy(c) }
+
+// account says what was asked, where the GPU's memory was, and the cause
+// the facts decide.
+func (o oomFacts) account(c OOMCause) string {
 	var s []string
 	add := func(format string, args ...any) { s = append(s, fmt.Sprintf(format, args...)) }
 	if o.segment != nil {
@@ -444,10 +447,19 @@ func (o oomFacts) paragraph(c OOMCause) string {
 	if o.largestFree != "" {
 		add("%s.", o.largestFree)
 	}
+	if len(o.top) > 0 {
+		add("Most allocated memory at the failure comes from %s.", strings.Join(o.top, ", "))
+	}
 	add("Cause: %s, because %s.", c.Cause, c.Because[0])
-	add("%s", o.advice(c.Cause))
+	return strings.Join(s, " ")
+}
+
+// remedy is what to change: the advice for the cause, then for each
+// contributing cause, and a split of a request that dominates.
+func (o oomFacts) remedy(c OOMCause) string {
+	s := []string{o.advice(c.Cause)}
 	for i, x := range c.Contributing {
-		add("Contributing: %s, because %s. %s", x, c.Because[i+1], o.advice(x))
+		s = append(s, fmt.Sprintf("Contributing: %s, because %s. %s", x, c.Because[i+1], o.advice(x)))
 	}
 	// One allocation of 5% or more of everything allocated is a tensor
 	// worth splitting (seed 002's upcast logits).
@@ -456,11 +468,8 @@ func (o oomFacts) paragraph(c OOMCause) string {
 		if *o.segment > *o.allocated {
 			share = "more than"
 		}
-		add("That single %s allocation is %s the %s allocated: computing the tensor in chunks would need a fraction of it.",
-			units.Bytes(*o.segment), share, units.Bytes(*o.allocated))
-	}
-	if len(o.top) > 0 {
-		add("Most allocated memory at the failure comes from %s.", strings.Join(o.top, ", "))
+		s = append(s, fmt.Sprintf("That single %s allocation is %s the %s allocated: computing the tensor in chunks would need a fraction of it.",
+			units.Bytes(*o.segment), share, units.Bytes(*o.allocated)))
 	}
 	return strings.Join(s, " ")
 }
