@@ -18,7 +18,6 @@ type digest struct {
 	// names carry neither step nor time; 0 without a trace.
 	endUS    int64
 	devices  []deviceDigest
-	traced   bool
 	findings []diagnose.Finding // from the snapshot's own trace
 	notes    []string
 }
@@ -98,11 +97,15 @@ func (a *Analyzer) digestSnapshot(in inputs.Input, sn *snapshot.Snapshot) *diges
 		d.notes = append(d.notes, fmt.Sprintf("%s: trace not replayed (%v): no peaks or trace findings from it", in, replayErr))
 	}
 	for _, tl := range tls {
+		if tl.Len() == 0 {
+			// A device without a trace replays to its dump alone: that
+			// is no peak, and printing it as one says a trace was read.
+			continue
+		}
 		dd := dev(tl.Device)
 		dd.traced = true
 		dd.peakAllocated = tl.Peak(replay.Allocated).Bytes
 		dd.peakReserved = tl.Peak(replay.Reserved).Bytes
-		d.traced = true
 	}
 	findings, notes := a.traceFindings(sn, tls, steps)
 	d.findings = findings

@@ -88,7 +88,7 @@ func (a *Analyzer) analyzeProcess(g *processGroup) Process {
 }
 
 func pointOf(d *digest) Point {
-	pt := Point{Input: d.in.Path}
+	pt := Point{Input: d.in.Path, Devices: []DeviceTotals{}}
 	if d.in.HasStep {
 		step := d.in.Step
 		pt.Step = &step
@@ -96,14 +96,15 @@ func pointOf(d *digest) Point {
 	for _, dd := range d.devices {
 		pt.AllocatedBytes += dd.allocated
 		pt.ReservedBytes += dd.reserved
+		pt.Devices = append(pt.Devices, DeviceTotals{Device: dd.device, AllocatedBytes: dd.allocated, ReservedBytes: dd.reserved})
 	}
 	return pt
 }
 
 // statsOf takes the last snapshot's totals, or the last log sample's, and
-// the highest trace peaks (summed over devices within one snapshot).
+// each device's highest trace peaks across the snapshots.
 func statsOf(g *processGroup) Stats {
-	var s Stats
+	s := Stats{Devices: []DeviceStats{}}
 	if n := len(g.snaps); n > 0 {
 		last := pointOf(g.snaps[n-1])
 		s.AllocatedBytes, s.ReservedBytes = last.AllocatedBytes, last.ReservedBytes
@@ -114,23 +115,32 @@ func statsOf(g *processGroup) Stats {
 			}
 		}
 	}
-	for _, d := range g.snaps {
-		if !d.traced {
-			continue
+	for _, dev := range devicesOf(g.snaps) {
+		series := deviceSeries(g.snaps, dev)
+		last := series[len(series)-1]
+		ds := DeviceStats{DeviceTotals: DeviceTotals{Device: dev, AllocatedBytes: last.allocated, ReservedBytes: last.reserved}}
+		for _, dd := range series {
+			if dd.traced {
+				ds.PeakAllocatedBytes = higher(ds.PeakAllocatedBytes, dd.peakAllocated)
+				ds.PeakReservedBytes = higher(ds.PeakReservedBytes, dd.peakReserved)
+			}
 		}
-		var pa, pr int64
-		for _, dd := range d.devices {
-			pa += dd.peakAllocated
-			pr += dd.peakReserved
+		if ds.PeakAllocatedBytes != nil {
+			s.PeakAllocatedBytes = higher(s.PeakAllocatedBytes, *ds.PeakAllocatedBytes)
+			s.PeakReservedBytes = higher(s.PeakReservedBytes, *ds.PeakReservedBytes)
 		}
-		if s.PeakAllocatedBytes == nil || pa > *s.PeakAllocatedBytes {
-			s.PeakAllocatedBytes = &pa
-		}
-		if s.PeakReservedBytes == nil || pr > *s.PeakReservedBytes {
-			s.PeakReservedBytes = &pr
-		}
+		s.Devices = append(s.Devices, ds)
 	}
 	return s
+}
+
+// higher returns a pointer to the larger of *p and v; nil p counts as
+// nothing yet.
+func higher(p *int64, v int64) *int64 {
+	if p != nil && *p >= v {
+		return p
+	}
+	return &v
 }
 
 // devicesOf lists the devices any snapshot has, ascending.

@@ -64,9 +64,26 @@ type Process struct {
 // Stats are the last snapshot's totals (the last memory-log sample's when
 // the process has no snapshot) and the highest peaks its traces saw.
 type Stats struct {
+	// AllocatedBytes and ReservedBytes are summed over the devices: the
+	// dump is one moment, so the sum is what the process held then.
 	AllocatedBytes int64 `json:"allocated_bytes"`
 	ReservedBytes  int64 `json:"reserved_bytes"`
-	// Peaks are nil when no input had a trace.
+	// Peaks are the highest that any one device's trace reached (each
+	// device runs out on its own, and peaks of several devices fall at
+	// different times, so their sum never happened); nil when no input
+	// had a trace.
+	PeakAllocatedBytes *int64 `json:"peak_allocated_bytes"`
+	PeakReservedBytes  *int64 `json:"peak_reserved_bytes"`
+	// Devices are the same figures per device, ascending; empty when the
+	// process has no snapshot.
+	Devices []DeviceStats `json:"devices"`
+}
+
+// DeviceStats are one device's figures: its totals in the last snapshot
+// and the highest peaks of its traces across the process's snapshots.
+type DeviceStats struct {
+	DeviceTotals
+	// Peaks are nil when no snapshot had a trace on this device.
 	PeakAllocatedBytes *int64 `json:"peak_allocated_bytes"`
 	PeakReservedBytes  *int64 `json:"peak_reserved_bytes"`
 }
@@ -77,6 +94,15 @@ type Point struct {
 	Step           *int   `json:"step"`
 	AllocatedBytes int64  `json:"allocated_bytes"`
 	ReservedBytes  int64  `json:"reserved_bytes"`
+	// Devices are the totals per device, ascending.
+	Devices []DeviceTotals `json:"devices"`
+}
+
+// DeviceTotals are one device's allocator totals at a dump.
+type DeviceTotals struct {
+	Device         int   `json:"device"`
+	AllocatedBytes int64 `json:"allocated_bytes"`
+	ReservedBytes  int64 `json:"reserved_bytes"`
 }
 
 // severityRank orders findings for display.

@@ -148,9 +148,16 @@ func gate(rep *analyze.Report, fl analyzeFlags) []string {
 					p.ID, f.Kind, units.Bytes(f.BytesPerStep), fl.maxGrowth.Bytes))
 			}
 		}
-		if peak := p.Stats.PeakAllocatedBytes; fl.maxPeak.set && peak != nil && *peak > int64(fl.maxPeak.Bytes) {
-			reasons = append(reasons, fmt.Sprintf("%s: peak allocated %s, over --max-peak %s",
-				p.ID, units.Bytes(*peak), fl.maxPeak.Bytes))
+		for _, d := range p.Stats.Devices {
+			// The limit is a GPU's: each device's peak is held to it.
+			if peak := d.PeakAllocatedBytes; fl.maxPeak.set && peak != nil && *peak > int64(fl.maxPeak.Bytes) {
+				where := p.ID
+				if len(p.Stats.Devices) > 1 {
+					where += fmt.Sprintf(" cuda:%d", d.Device)
+				}
+				reasons = append(reasons, fmt.Sprintf("%s: peak allocated %s, over --max-peak %s",
+					where, units.Bytes(*peak), fl.maxPeak.Bytes))
+			}
 		}
 	}
 	return reasons

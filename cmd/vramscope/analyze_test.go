@@ -148,6 +148,54 @@ func TestAnalyzeGate(t *testing.T) {
 	}
 }
 
+// TestAnalyzeDevices checks the figures of a process on three GPUs
+// (testdata/shapes/make_shapes.py: peaks of 1.50, 6.00 and 3.50 GiB at
+// different times, an OOM on cuda:1) and of a file without a trace.
+func TestAnalyzeDevices(t *testing.T) {
+	fromRepoRoot(t)
+	const gib = int64(1) << 30
+	code, stdout, stderr := runCmd("analyze", "--json", "testdata/shapes/three_gpus.pickle")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	var rep analyze.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	s := rep.Processes[0].Stats
+	if s.PeakAllocatedBytes == nil || *s.PeakAllocatedBytes != 6*gib {
+		t.Errorf("process peak %v, want cuda:1's 6 GiB, not the 11 GiB sum of peaks that never coincided", s.PeakAllocatedBytes)
+	}
+	var peaks []int64
+	for _, d := range s.Devices {
+		if d.PeakAllocatedBytes == nil {
+			t.Fatalf("cuda:%d has no peak", d.Device)
+		}
+		peaks = append(peaks, *d.PeakAllocatedBytes)
+	}
+	if want := []int64{3 * gib / 2, 6 * gib, 7 * gib / 2}; !slices.Equal(peaks, want) {
+		t.Errorf("device peaks %v, want %v", peaks, want)
+	}
+	for _, f := range rep.Processes[0].Findings {
+		if f.Kind == diagnose.KindOOM && f.Device != 1 {
+			t.Errorf("OOM on cuda:%d, want cuda:1", f.Device)
+		}
+	}
+	_, text, _ := runCmd("analyze", "testdata/shapes/three_gpus.pickle")
+	for _, want := range []string{"[high oom, cuda:1]", "cuda:1: allocated 4.00 GiB, reserved 6.00 GiB; trace peaks: allocated 6.00 GiB"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+	_, text, _ = runCmd("analyze", "testdata/shapes/no_trace.pickle")
+	if strings.Contains(text, "trace peaks") {
+		t.Errorf("trace peaks printed for a file without a trace:\n%s", text)
+	}
+	if code, _, stderr := runCmd("analyze", "--max-peak", "5GiB", "testdata/shapes/three_gpus.pickle"); code != exitGate || !strings.Contains(stderr, "three_gpus cuda:1: peak allocated 6.00 GiB") {
+		t.Errorf("--max-peak 5GiB: exit %d, want %d naming cuda:1; stderr:\n%s", code, exitGate, stderr)
+	}
+}
+
 // TestAnalyzeGolden pins the text and JSON reports of two scenarios.
 func TestAnalyzeGolden(t *testing.T) {
 	golden := fromRepoRoot(t)
@@ -159,6 +207,8 @@ func TestAnalyzeGolden(t *testing.T) {
 		{"analyze-two_procs.txt", []string{"testdata/scenarios/out/two_procs"}},
 		{"analyze-frag_growth.txt", []string{"testdata/scenarios/out/frag_growth"}},
 		{"analyze-two_procs.json", []string{"--json", "testdata/scenarios/out/two_procs"}},
+		{"analyze-three_gpus.txt", []string{"testdata/shapes/three_gpus.pickle"}},
+		{"analyze-no_trace.txt", []string{"testdata/shapes/no_trace.pickle"}},
 	}
 	for _, test := range tests {
 		_, stdout, stderr := runCmd(append([]string{"analyze"}, test.args...)...)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -30,7 +32,7 @@ func writeAnalysis(w io.Writer, rep *analyze.Report) error {
 		}
 		for i, f := range pr.Findings {
 			p("\n")
-			writeFinding(&b, i+1, f)
+			writeFinding(&b, i+1, f, findingDevice(pr, f))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -38,7 +40,8 @@ func writeAnalysis(w io.Writer, rep *analyze.Report) error {
 }
 
 // writeProcessFigures prints the inputs, the last totals, the trace peaks
-// and the totals of each snapshot.
+// and the totals of each snapshot; with several devices, each device's
+// own, since peaks of different devices fall at different times.
 func writeProcessFigures(b *strings.Builder, pr analyze.Process) {
 	b.WriteString("  inputs:\n")
 	for _, in := range pr.Inputs {
@@ -49,18 +52,21 @@ func writeProcessFigures(b *strings.Builder, pr analyze.Process) {
 	// none, and "allocated 0 B" would be a number nobody measured.
 	if len(pr.Snapshots) > 0 || s.AllocatedBytes != 0 || s.ReservedBytes != 0 {
 		fmt.Fprintf(b, "  last: allocated %s, reserved %s", formatSize(s.AllocatedBytes), formatSize(s.ReservedBytes))
-		if s.PeakAllocatedBytes != nil {
-			fmt.Fprintf(b, "; trace peaks: allocated %s, reserved %s", formatSize(*s.PeakAllocatedBytes), formatSize(*s.PeakReservedBytes))
+		if len(s.Devices) > 1 {
+			fmt.Fprintf(b, " on %d devices\n", len(s.Devices))
+			for _, d := range s.Devices {
+				fmt.Fprintf(b, "    cuda:%d: allocated %s, reserved %s%s\n", d.Device,
+					formatSize(d.AllocatedBytes), formatSize(d.ReservedBytes), peaksText(d.PeakAllocatedBytes, d.PeakReservedBytes))
+			}
+		} else {
+			fmt.Fprintf(b, "%s\n", peaksText(s.PeakAllocatedBytes, s.PeakReservedBytes))
 		}
-		b.WriteString("\n")
 	}
 	if len(pr.Snapshots) < 2 {
 		return
 	}
-	var alloc, res, at []string
+	var at []string
 	for i, pt := range pr.Snapshots {
-		alloc = append(alloc, formatSize(pt.AllocatedBytes))
-		res = append(res, formatSize(pt.ReservedBytes))
 		label := fmt.Sprintf("#%d", i+1)
 		if pt.Step != nil {
 			label = fmt.Sprintf("step %d", *pt.Step)
@@ -68,15 +74,56 @@ func writeProcessFigures(b *strings.Builder, pr analyze.Process) {
 		at = append(at, label)
 	}
 	fmt.Fprintf(b, "  snapshots: %s\n", strings.Join(at, ", "))
-	fmt.Fprintf(b, "    allocated %s\n", strings.Join(alloc, " -> "))
-	fmt.Fprintf(b, "    reserved  %s\n", strings.Join(res, " -> "))
+	if len(s.Devices) <= 1 {
+		writeSeries(b, "", pr.Snapshots, func(pt analyze.Point) analyze.DeviceTotals {
+			return analyze.DeviceTotals{AllocatedBytes: pt.AllocatedBytes, ReservedBytes: pt.ReservedBytes}
+		})
+		return
+	}
+	for _, d := range s.Devices {
+		writeSeries(b, fmt.Sprintf("cuda:%d ", d.Device), pr.Snapshots, func(pt analyze.Point) analyze.DeviceTotals {
+			for _, dt := range pt.Devices {
+				if dt.Device == d.Device {
+					return dt
+				}
+			}
+			return analyze.DeviceTotals{} // the device had nothing in this snapshot
+		})
+	}
+}
+
+// writeSeries prints the allocated and reserved rows of the snapshots,
+// taking each snapshot's totals with of.
+func writeSeries(b *strings.Builder, prefix string, pts []analyze.Point, of func(analyze.Point) analyze.DeviceTotals) {
+	var alloc, res []string
+	for _, pt := range pts {
+		t := of(pt)
+		alloc = append(alloc, formatSize(t.AllocatedBytes))
+		res = append(res, formatSize(t.ReservedBytes))
+	}
+	fmt.Fprintf(b, "    %sallocated %s\n", prefix, strings.Join(alloc, " -> "))
+	fmt.Fprintf(b, "    %sreserved  %s\n", prefix, strings.Join(res, " -> "))
+}
+
+// peaksText is "; trace peaks: ..." or, without a trace, nothing.
+func peaksText(alloc, res *int64) string {
+	if alloc == nil || res == nil {
+		return ""
+	}
+	return fmt.Sprintf("; trace peaks: allocated %s, reserved %s", formatSize(*alloc), formatSize(*res))
 }
 
 // writeFinding prints one finding: title, callsite and stack, evidence and
 // fix. A low-severity finding is context for the verdict, not a cause, so
-// it gets its title, place and fix only; --json has its evidence.
-func writeFinding(b *strings.Builder, n int, f diagnose.Finding) {
-	fmt.Fprintf(b, "  %d. [%s %s] %s\n", n, f.Severity, f.Kind, f.Title)
+// it gets its title, place and fix only; --json has its evidence. device
+// is the finding's device as the header names it ("cuda:1"), or empty
+// when the process has one device and naming it on every line is noise.
+func writeFinding(b *strings.Builder, n int, f diagnose.Finding, device string) {
+	where := ""
+	if device != "" {
+		where = ", " + device
+	}
+	fmt.Fprintf(b, "  %d. [%s %s%s] %s\n", n, f.Severity, f.Kind, where, f.Title)
 	low := f.Severity == diagnose.Low
 	switch {
 	case f.Callsite != nil:
@@ -107,6 +154,17 @@ func writeFinding(b *strings.Builder, n int, f diagnose.Finding) {
 // reason on the "at" line, the x axis in the process's snapshot list.
 var textOmits = map[string]bool{"callsite_reason": true, "per": true, "snapshots": true}
 
+// findingDevice names f's device when pr spans several devices: there
+// the reader must know which GPU ran out or leaks, while on the usual
+// single GPU "cuda:0" on every finding would only repeat the obvious
+// (--json always carries the device).
+func findingDevice(pr analyze.Process, f diagnose.Finding) string {
+	if len(pr.Stats.Devices) < 2 {
+		return ""
+	}
+	return fmt.Sprintf("cuda:%d", f.Device)
+}
+
 func frameText(fr diagnose.Frame) string {
 	if fr.Line == 0 {
 		return fmt.Sprintf("%s (%s)", fr.Function, fr.File)
@@ -115,39 +173,43 @@ func frameText(fr diagnose.Frame) string {
 }
 
 // evidenceText formats one evidence value; numbers under a key that
-// names bytes are printed as sizes.
+// names bytes are printed as sizes, whatever their Go type (diagnose
+// writes int, int64 and uint64), so that a finding never shows
+// "device_free_bytes: 80153346048" beside "allocated_bytes: 3.61 GiB".
 func evidenceText(key string, v any) string {
 	sizes := strings.Contains(key, "bytes")
-	switch v := v.(type) {
-	case int64:
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		if sizes {
-			return formatSize(v)
+			return formatSize(rv.Int())
 		}
-	case int:
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		if sizes {
-			return formatSize(int64(v))
+			return formatSize(int64(rv.Uint()))
 		}
-	case []int64:
-		parts := make([]string, len(v))
-		for i, x := range v {
-			parts[i] = evidenceText(key, x)
+	case reflect.Float32, reflect.Float64:
+		if sizes && rv.Float() == math.Trunc(rv.Float()) {
+			return formatSize(int64(rv.Float()))
+		}
+	case reflect.Slice, reflect.Array:
+		parts := make([]string, rv.Len())
+		for i := range parts {
+			parts[i] = evidenceText(key, rv.Index(i).Interface())
 		}
 		return strings.Join(parts, ", ")
-	case []int:
-		parts := make([]string, len(v))
-		for i, x := range v {
-			parts[i] = evidenceText(key, x)
+	case reflect.Map:
+		if rv.Type().Key().Kind() != reflect.String {
+			break
 		}
-		return strings.Join(parts, ", ")
-	case []string:
-		return strings.Join(v, ", ")
-	case map[string]any:
-		parts := make([]string, 0, len(v))
-		for _, k := range slices.Sorted(maps.Keys(v)) {
-			if k == "title" { // a nested finding's title repeats the outer one
+		keys := rv.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		var parts []string
+		for _, k := range keys {
+			if k.String() == "title" { // a nested finding's title repeats the outer one
 				continue
 			}
-			parts = append(parts, k+" "+evidenceText(k, v[k]))
+			parts = append(parts, k.String()+" "+evidenceText(k.String(), rv.MapIndex(k).Interface()))
 		}
 		return "{" + strings.Join(parts, "; ") + "}"
 	}
