@@ -154,7 +154,7 @@ func (b *Builder) Finish(rep *analyze.Report) *Payload {
 	for _, rp := range rep.Processes {
 		pr := Process{
 			ID: rp.ID, Verdict: rp.Verdict, Stats: rp.Stats, Inputs: rp.Inputs,
-			Findings: rp.Findings, Notes: rp.Notes, Totals: rp.Snapshots,
+			Findings: pageFindings(rp.Findings), Notes: rp.Notes, Totals: rp.Snapshots,
 			Snapshots: []SnapshotView{}, Sites: []SiteSeries{},
 		}
 		var views []*built
@@ -173,9 +173,26 @@ func (b *Builder) Finish(rep *analyze.Report) *Payload {
 			fl := b.flame("held by leaking callsites at the end", held)
 			pr.Leaked = &fl
 		}
+		pr.Focus = focusOf(&pr)
 		p.Processes = append(p.Processes, pr)
 	}
 	return p
+}
+
+// pageFindings copies fs with an empty stack and evidence where a
+// finding has none (a finding without a place has a nil stack), so that
+// the payload's arrays and objects are never null.
+func pageFindings(fs []diagnose.Finding) []diagnose.Finding {
+	out := slices.Clone(fs)
+	for i := range out {
+		if out[i].Stack == nil {
+			out[i].Stack = []diagnose.Frame{}
+		}
+		if out[i].Evidence == nil {
+			out[i].Evidence = map[string]any{}
+		}
+	}
+	return out
 }
 
 // leakSites lists the callsites of leak findings, labelled as

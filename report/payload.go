@@ -36,6 +36,8 @@ type Process struct {
 	// Leaked is the flame graph of the blocks that the leak findings'
 	// callsites hold at the end of the last snapshot; nil without leaks.
 	Leaked *Flame `json:"leaked"`
+	// Focus is where the page opens; nil without snapshots.
+	Focus *Focus `json:"focus"`
 }
 
 // SnapshotView is one snapshot reduced to what the report draws.

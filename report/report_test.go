@@ -7,6 +7,7 @@ import (
 	"github.com/vramscope/vramscope/internal/testutil"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vramscope/vramscope/analyze"
@@ -38,7 +39,11 @@ func build(t *testing.T, opts report.Options, paths ...string) *report.Payload {
 			t.Fatal(err)
 		}
 	}
-	return b.Finish(a.Report())
+	p := b.Finish(a.Report())
+	if err := p.Check(); err != nil {
+		t.Errorf("payload of %s is inconsistent:\n%v", paths, err)
+	}
+	return p
 }
 
 func load(t *testing.T, in inputs.Input) (*snapshot.Snapshot, []*replay.Timeline) {
@@ -60,6 +65,8 @@ func TestPayloadGolden(t *testing.T) {
 		{"frag_oom", []string{"../testdata/scenarios/out/frag_oom/frag_oom.pickle.gz"}},
 		{"two_procs", []string{"../testdata/scenarios/out/two_procs"}},
 		{"no_trace", []string{"../snapshot/testdata/format/default.pickle"}},
+		{"three_gpus", []string{"../testdata/shapes/three_gpus.pickle"}},
+		{"empty", []string{"../testdata/shapes/empty.pickle"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := json.MarshalIndent(ownFields(build(t, goldenOptions, tc.paths...)), "", " ")
@@ -100,4 +107,69 @@ func ownFields(p *report.Payload) *report.Payload {
 		pr.Notes = []string{}
 	}
 	return p
+}
+
+// TestFocus checks where the page opens: on the device and snapshot the
+// verdict comes from.
+func TestFocus(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		paths []string
+		want  *report.Focus
+	}{
+		// The OOM is on cuda:1, not on cuda:2, the last device.
+		{"oom on the middle of three GPUs", []string{"../testdata/shapes/three_gpus.pickle"}, &report.Focus{Snapshot: 0, Device: 1, State: "oom 1"}},
+		// Leaks are decided at the last snapshot.
+		{"leak", []string{"../testdata/scenarios/out/leak_closure"}, &report.Focus{Snapshot: 2, Device: 0}},
+		{"oom", []string{"../testdata/scenarios/out/frag_oom/frag_oom.pickle.gz"}, &report.Focus{Snapshot: 0, Device: 0, State: "oom 1"}},
+		// No findings: the last snapshot; no devices at all: nowhere.
+		{"no trace", []string{"../testdata/shapes/no_trace.pickle"}, &report.Focus{Snapshot: 0, Device: 0}},
+		{"empty", []string{"../testdata/shapes/empty.pickle"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := build(t, goldenOptions, tc.paths...)
+			got := p.Processes[0].Focus
+			if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+				t.Errorf("focus %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheck breaks a consistent payload in each way the page would
+// stumble on and expects Check to say so.
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(p *report.Payload)
+		want  string
+	}{
+		{"callsite index out of range", func(p *report.Payload) {
+			st := &p.Processes[0].Snapshots[0].Devices[0].States[0]
+			for i := range st.Segments[0].Blocks {
+				st.Segments[0].Blocks[i].Site = len(st.Sites)
+			}
+		}, "names callsite"},
+		{"site bytes per snapshot", func(p *report.Payload) {
+			p.Processes[0].Sites[0].Bytes = p.Processes[0].Sites[0].Bytes[1:]
+		}, "bytes at 2 snapshots, the process has 3"},
+		{"timeline columns", func(p *report.Payload) {
+			s := &p.Processes[0].Snapshots[0].Devices[0].Series
+			s.ReservedMax = s.ReservedMax[1:]
+		}, "timeline column reserved_max"},
+		{"marker past the trace", func(p *report.Payload) {
+			dv := &p.Processes[0].Snapshots[0].Devices[0]
+			dv.Markers[0].Event = dv.Events
+		}, "marker at event"},
+		{"focus elsewhere", func(p *report.Payload) { p.Processes[0].Focus.Device = 7 }, "focus on snapshot 2 cuda:7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := build(t, goldenOptions, "../testdata/scenarios/out/leak_closure")
+			tc.spoil(p)
+			err := p.Check()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Check() = %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
 }

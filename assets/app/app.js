@@ -2,18 +2,37 @@
 // (the payload is embedded as window.VRAMSCOPE_PAYLOAD) and in
 // `vramscope serve` (payload null: it waits for the server to load the
 // inputs, then fetches the payload and asks for states, flame graphs and
-// diffs on demand). It only draws what the Go side computed.
-/* global uPlot, d3, flamegraph, drawAllocState */
+// diffs on demand). It only draws what the Go side computed, normalized
+// by model.js; each process draws on its own, so that one that fails
+// leaves the others on the page.
+/* global uPlot, d3, flamegraph, drawAllocState, normalizePayload, normalizeState, normalizeFlame, normalizeDiff */
 "use strict";
 
 const drawn = { timeline: 0, state: 0, flame: 0, sites: 0 };
 
 // later runs fn once the boxes just built are laid out (charts size
 // themselves to their box); main waits for every such draw, nested ones
-// included, before it marks the page drawn.
+// included, before it marks the page drawn. A draw that throws marks the
+// process section it belongs to (scope, the section being built or drawn
+// when later was called) as failed, and the others go on.
 const pending = [];
+let scope = null;
 function later(fn) {
-  pending.push(new Promise((resolve) => setTimeout(() => { try { fn(); } finally { resolve(); } }, 0)));
+  const sec = scope;
+  pending.push(new Promise((resolve) => setTimeout(() => {
+    const outer = scope;
+    scope = sec;
+    try { fn(); } catch (e) { failed(sec, e); } finally { scope = outer; resolve(); }
+  }, 0)));
+}
+
+// failed records an error of a process section's drawing: in the console
+// (and so on <body data-errors>) and on the section, which says it.
+function failed(sec, e) {
+  console.error(e);
+  if (!sec) return;
+  sec.dataset.failed = "1";
+  sec.appendChild(el("p", "error", "Part of this process could not be drawn: " + esc(e && e.message ? e.message : e)));
 }
 
 function fmtBytes(n) {
@@ -51,9 +70,9 @@ async function fetchJSON(url) {
 
 // api is null in the static report: it holds only precomputed moments.
 const api = window.VRAMSCOPE_PAYLOAD === null ? {
-  state: (snap, dev, i) => fetchJSON(`api/state?snapshot=${snap}&device=${dev}&event=${i}`),
-  flame: (snap, dev, i) => fetchJSON(`api/flame?snapshot=${snap}&device=${dev}&event=${i}`),
-  diff: (a, b) => fetchJSON(`api/diff?base=${a}&other=${b}`),
+  state: async (snap, dev, i) => normalizeState(await fetchJSON(`api/state?snapshot=${snap}&device=${dev}&event=${i}`)),
+  flame: async (snap, dev, i) => normalizeFlame(await fetchJSON(`api/flame?snapshot=${snap}&device=${dev}&event=${i}`)),
+  diff: async (a, b) => normalizeDiff(await fetchJSON(`api/diff?base=${a}&other=${b}`)),
 } : null;
 
 // waitForServer polls the load's progress until the payload is ready.
@@ -72,41 +91,60 @@ async function waitForServer(status) {
 async function main() {
   const app = document.getElementById("app");
   const status = document.getElementById("status");
-  const p = window.VRAMSCOPE_PAYLOAD || await waitForServer(status);
+  const p = normalizePayload(window.VRAMSCOPE_PAYLOAD || await waitForServer(status));
   status.textContent = "";
-  app.appendChild(el("h1", "verdict v-" + p.verdict, `Verdict: ${esc(p.verdict)}`));
+  app.appendChild(el("h1", "verdict v-" + esc(p.verdict), `Verdict: ${esc(p.verdict)}`));
   app.appendChild(el("p", "sub", `${p.processes.length} process${p.processes.length === 1 ? "" : "es"}` +
     (api ? " · click the timeline to see the allocator and live memory at that moment" : "")));
-  for (const pr of p.processes) app.appendChild(processSection(pr));
+  const sections = p.processes.map((pr) => {
+    const sec = el("section", "process");
+    sec.dataset.process = pr.id;
+    app.appendChild(sec);
+    scope = sec;
+    try { processSection(sec, pr); } catch (e) { failed(sec, e); }
+    scope = null;
+    return sec;
+  });
   if (api) app.appendChild(diffSection(p));
   while (pending.length) await pending.shift();
+  // Which processes drew completely, for the browser test.
+  for (const sec of sections) sec.dataset.drawn = sec.dataset.failed ? "0" : "1";
+  document.body.dataset.processes = String(sections.length);
+  document.body.dataset.processesDrawn = String(sections.filter((sec) => !sec.dataset.failed).length);
   document.body.dataset.charts = JSON.stringify(drawn);
   // Milliseconds from navigation to drawn, for the benchmark.
   document.body.dataset.drawnMs = Math.round(performance.now());
   document.body.dataset.drawn = "1";
 }
 
-function processSection(pr) {
-  const sec = el("section", "process");
-  sec.appendChild(el("h2", "", `${esc(pr.id)} <span class="badge v-${pr.verdict}">${esc(pr.verdict)}</span>`));
+function processSection(sec, pr) {
+  sec.appendChild(el("h2", "", `${esc(pr.id)} <span class="badge v-${esc(pr.verdict)}">${esc(pr.verdict)}</span>`));
   const s = pr.stats;
+  const peaks = (a, r) => a === null || r === null ? "" : `; trace peaks: allocated ${fmtBytes(a)}, reserved ${fmtBytes(r)}`;
   let line = `allocated ${fmtBytes(s.allocated_bytes)}, reserved ${fmtBytes(s.reserved_bytes)} at the last input`;
-  if (s.peak_allocated_bytes !== null) line += `; trace peaks: allocated ${fmtBytes(s.peak_allocated_bytes)}, reserved ${fmtBytes(s.peak_reserved_bytes)}`;
+  // Peaks of several devices fall at different times: each device's own.
+  if (s.devices.length > 1) line += ` on ${s.devices.length} devices`;
+  else line += peaks(s.peak_allocated_bytes, s.peak_reserved_bytes);
   sec.appendChild(el("p", "sub", line));
-  sec.appendChild(findingsList(pr.findings));
+  if (s.devices.length > 1) {
+    sec.appendChild(el("ul", "devices", s.devices.map((d) =>
+      `<li>cuda:${d.device}: allocated ${fmtBytes(d.allocated_bytes)}, reserved ${fmtBytes(d.reserved_bytes)}${peaks(d.peak_allocated_bytes, d.peak_reserved_bytes)}</li>`).join("")));
+  }
+  sec.appendChild(findingsList(pr));
   if (pr.notes.length) sec.appendChild(el("ul", "notes", pr.notes.map((n) => `<li>${esc(n)}</li>`).join("")));
   if (pr.snapshots.length) sec.appendChild(snapshotPanel(pr));
   if (pr.totals.length > 1) sec.appendChild(sitesPanel(pr));
-  return sec;
 }
 
-function findingsList(fs) {
+function findingsList(pr) {
+  if (!pr.findings.length) return el("p", "", "No findings.");
   const ol = el("ol", "findings");
-  if (!fs.length) ol.appendChild(el("li", "", "No findings."));
-  for (const f of fs) {
-    const li = el("li", "finding sev-" + f.severity);
-    let html = `<span class="badge">${esc(f.severity)} ${esc(f.kind)}</span> <b>${esc(f.title)}</b>`;
+  for (const f of pr.findings) {
+    const li = el("li", "finding sev-" + esc(f.severity));
+    const where = pr.multiDevice ? ` · cuda:${f.device}` : "";
+    let html = `<span class="badge">${esc(f.severity)} ${esc(f.kind)}${where}</span> <b>${esc(f.title)}</b>`;
     if (f.stack.length) html += "<pre>" + f.stack.map((fr) => `${esc(fr.function)} (${esc(fr.file)}:${fr.line})`).join("\n") + "</pre>";
+    else if (f.evidence.callsite_reason) html += `<p class="sub">${esc(f.evidence.callsite_reason)}</p>`;
     if (f.fix) html += `<p class="fix">${esc(f.fix)}</p>`;
     html += `<details><summary>evidence</summary><pre>${esc(JSON.stringify(f.evidence, null, 1))}</pre></details>`;
     li.innerHTML = html;
@@ -116,7 +154,8 @@ function findingsList(fs) {
 }
 
 // snapshotPanel shows one snapshot and device at a time: the timeline,
-// the allocator state and the flame graph. The default is the last
+// the allocator state and the flame graph. It opens on the focus (the
+// snapshot and device the verdict comes from), else on the last
 // snapshot, whose trace reaches furthest.
 function snapshotPanel(pr) {
   const panel = el("div", "panel");
@@ -125,6 +164,11 @@ function snapshotPanel(pr) {
   panel.append(pick, body);
   const choices = [];
   pr.snapshots.forEach((sv) => sv.devices.forEach((dv) => choices.push({ sv, dv })));
+  if (!choices.length) {
+    body.appendChild(el("p", "sub", "No device to show: the snapshot" + (pr.snapshots.length > 1 ? "s hold" : " holds") +
+      " no segments and no trace events."));
+    return panel;
+  }
   const select = el("select");
   choices.forEach((c, k) => {
     const o = el("option", "", esc(`${c.sv.input}${c.sv.step !== null ? " (step " + c.sv.step + ")" : ""} · cuda:${c.dv.device} · ${c.dv.events} events`));
@@ -133,31 +177,37 @@ function snapshotPanel(pr) {
   });
   const at = linkedMoment();
   const linked = at ? choices.findIndex((c) => c.sv.id === at.snapshot && c.dv.device === at.device) : -1;
-  select.value = linked >= 0 ? linked : choices.length - 1;
+  const f = pr.focus;
+  const focused = f ? choices.findIndex((c) => c.sv.id === f.snapshot && c.dv.device === f.device) : -1;
+  select.value = linked >= 0 ? linked : focused >= 0 ? focused : choices.length - 1;
   if (choices.length > 1) pick.append(el("label", "", "Snapshot "), select);
   const show = () => {
     body.innerHTML = "";
-    const c = choices[+select.value];
-    deviceView(body, pr, c.sv, c.dv);
+    const k = +select.value;
+    const c = choices[k];
+    panel.dataset.shown = `${c.sv.id}:${c.dv.device}`;
+    // The focus's state (the OOM's, the peak's) first, where it is.
+    deviceView(body, pr, c.sv, c.dv, k === focused ? f.state : "");
   };
   select.addEventListener("change", show);
   later(show);
   return panel;
 }
 
-function deviceView(body, pr, sv, dv) {
+function deviceView(body, pr, sv, dv, firstState) {
   const tl = el("div", "timeline");
   const stateBox = el("div", "state");
   const flameBox = el("div", "flame");
   body.append(el("h3", "", "Memory over time"), tl);
   if (dv.caveats.length) body.appendChild(el("ul", "notes", dv.caveats.map((c) => `<li>${esc(c)}</li>`).join("")));
-  const stateTabs = tabs(dv.states, (st) => st.label, (st) => { drawn.state += drawAllocState(stateBox, st) ? 1 : 0; });
+  const first = Math.max(0, dv.states.findIndex((st) => st.label === firstState));
+  const stateTabs = tabs(dv.states, (st) => st.label, (st) => { drawn.state += drawAllocState(stateBox, st) ? 1 : 0; }, first);
   body.append(el("h3", "", "Allocator state"), stateTabs, stateBox);
   const flames = dv.flames.slice();
   if (pr.leaked && sv === pr.snapshots[pr.snapshots.length - 1]) flames.push(pr.leaked);
   const flameTabs = tabs(flames, (f) => f.label, (f) => drawFlame(flameBox, f));
   body.append(el("h3", "", "Live memory by stack"), flameTabs, flameBox);
-  if (dv.events > 0) {
+  if (dv.events > 0 && dv.series.x.length > 0) {
     const pick = async (event) => {
       if (!api) return;
       const [st, fl] = await Promise.all([api.state(sv.id, dv.device, event), api.flame(sv.id, dv.device, event)]);
@@ -183,8 +233,8 @@ function linkedMoment() {
   return at.length === 3 && at.every(Number.isInteger) ? { snapshot: at[0], device: at[1], event: at[2] } : null;
 }
 
-// tabs renders one button per item and shows the first.
-function tabs(items, label, show) {
+// tabs renders one button per item and shows item first (0 by default).
+function tabs(items, label, show, first = 0) {
   const bar = el("div", "tabs");
   items.forEach((it, k) => {
     const b = el("button", "", esc(label(it)));
@@ -194,7 +244,7 @@ function tabs(items, label, show) {
       show(it);
     });
     bar.appendChild(b);
-    if (k === 0) { b.classList.add("on"); later(() => show(it)); }
+    if (k === first) { b.classList.add("on"); later(() => show(it)); }
   });
   return bar;
 }
@@ -239,7 +289,7 @@ function drawTimeline(box, dv, onPick) {
   };
   const plot = new uPlot(opts, data, box);
   const kinds = [...new Set(dv.markers.map((m) => m.kind))];
-  box.appendChild(el("div", "legend", kinds.map((k) => `<span class="sw" style="background:${markerColors[k]}"></span>${k} `).join("") +
+  box.appendChild(el("div", "legend", kinds.map((k) => `<span class="sw" style="background:${markerColors[k] || "#888"}"></span>${esc(k)} `).join("") +
     (api ? " · click to inspect that moment" : "")));
   const events = dv.markers.filter((m) => m.kind !== "step");
   if (events.length) box.appendChild(el("ul", "markers", events.slice(0, 20).map((m) => `<li>${esc(m.kind)} at event ${m.event}: ${esc(m.label)}</li>`).join("")));
@@ -333,5 +383,5 @@ function diffSection(p) {
 
 main().catch((e) => {
   console.error(e);
-  document.getElementById("status").textContent = "Error: " + e.message;
+  document.getElementById("status").textContent = "Error: " + (e && e.message ? e.message : e);
 });

@@ -1,8 +1,10 @@
 //go:build browser
 
 // The browser test opens the report and the served UI in headless
-// Chromium and checks that the charts drew, that no script failed and
-// that the verdict is on the page. It installs Debian's chromium when it
+// Chromium and checks that the charts drew, that no script failed, that
+// every process drew and that the verdict is on the page: for the leak
+// sample, and for what files from the wild lack (findings without a
+// place, an empty snapshot, a folder of many processes, several GPUs). It installs Debian's chromium when it
 // is missing, so it runs behind the "browser" build tag, from
 // .ci/browser:
 //
@@ -15,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -22,9 +25,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vramscope/vramscope/analyze"
+	"github.com/vramscope/vramscope/report"
+	"github.com/vramscope/vramscope/report/page"
 )
 
 var docs = flag.Bool("docs", false, "write the screenshots to docs/report.png and docs/serve.png")
@@ -75,8 +83,8 @@ var bodyTag = regexp.MustCompile(`<body([^>]*)>`)
 var attr = regexp.MustCompile(`([a-z-]+)="([^"]*)"`)
 
 // checkPage asserts what the page's script recorded on <body>: drawn,
-// the charts it drew, and no errors.
-func checkPage(t *testing.T, dom, verdict string, minCharts map[string]int) {
+// the charts it drew, all of the processes drawn, and no errors.
+func checkPage(t *testing.T, dom, verdict string, processes int, minCharts map[string]int) {
 	t.Helper()
 	m := bodyTag.FindStringSubmatch(dom)
 	if m == nil {
@@ -92,6 +100,9 @@ func checkPage(t *testing.T, dom, verdict string, minCharts map[string]int) {
 	if e := attrs["data-errors"]; e != "" {
 		t.Errorf("console errors:\n%s", e)
 	}
+	if got, drew := attrs["data-processes"], attrs["data-processes-drawn"]; got != strconv.Itoa(processes) || drew != got {
+		t.Errorf("processes on the page: %s, drawn completely: %s; want %d, all drawn", got, drew, processes)
+	}
 	var charts map[string]int
 	if err := json.Unmarshal([]byte(attrs["data-charts"]), &charts); err != nil {
 		t.Errorf("data-charts %q: %v", attrs["data-charts"], err)
@@ -105,7 +116,7 @@ func checkPage(t *testing.T, dom, verdict string, minCharts map[string]int) {
 		t.Errorf("verdict text %q not on the page", "Verdict: "+verdict)
 	}
 	for _, drawn := range []string{"<canvas", "<svg", "<rect"} {
-		if !strings.Contains(dom, drawn) {
+		if minCharts != nil && !strings.Contains(dom, drawn) {
 			t.Errorf("no %s element: a chart is missing", drawn)
 		}
 	}
@@ -142,8 +153,114 @@ func TestBrowserReport(t *testing.T) {
 		t.Fatalf("vramscope report exited %d: %s", code, stderr.String())
 	}
 	url := "file://" + out
-	checkPage(t, chromium(t, url, "1000", "--dump-dom"), "leak", map[string]int{"timeline": 1, "state": 1, "flame": 1, "sites": 1})
+	checkPage(t, chromium(t, url, "1000", "--dump-dom"), "leak", 1, map[string]int{"timeline": 1, "state": 1, "flame": 1, "sites": 1})
 	screenshot(t, url, "report.png")
+}
+
+// TestBrowserReportWild opens reports of what snapshots from the wild
+// lack or hold in numbers: every process must draw, without an error.
+func TestBrowserReportWild(t *testing.T) {
+	ensureChromium(t)
+	const shapes = "../../testdata/shapes/"
+	t.Run("findings without a place", func(t *testing.T) {
+		// A finding with no callsite, stack, fix or evidence (as JSON:
+		// null, null, "", null), and a process whose every list is null:
+		// the page must draw whatever the payload lacks.
+		p := payloadOf(t, "../../testdata/scenarios/out/frag_oom/frag_oom.pickle.gz")
+		for i := range p.Processes[0].Findings {
+			f := &p.Processes[0].Findings[i]
+			f.Callsite, f.Stack, f.Fix, f.Evidence = nil, nil, "", nil
+		}
+		p.Processes = append(p.Processes, report.Process{ID: "nothing", Verdict: analyze.Healthy})
+		out := filepath.Join(t.TempDir(), "report.html")
+		if err := writeFile(out, func(w io.Writer) error { return page.Write(w, "vramscope report", p) }); err != nil {
+			t.Fatal(err)
+		}
+		dom := chromium(t, "file://"+out, "1000", "--dump-dom")
+		checkPage(t, dom, "oom", 2, map[string]int{"timeline": 1, "state": 1, "flame": 1})
+		if !strings.Contains(dom, "could not be served") {
+			t.Error("the OOM finding's title is not on the page")
+		}
+	})
+	t.Run("empty snapshot", func(t *testing.T) {
+		dom := reportDOM(t, shapes+"empty.pickle")
+		checkPage(t, dom, "healthy", 1, nil)
+		if !strings.Contains(dom, "no segments and no trace events") {
+			t.Error("the page does not say that the snapshot is empty")
+		}
+	})
+	t.Run("three GPUs", func(t *testing.T) {
+		// The page opens on cuda:1, where the OOM is, at the OOM's state,
+		// not on cuda:2, the last device.
+		dom := reportDOM(t, shapes+"three_gpus.pickle")
+		checkPage(t, dom, "oom", 1, map[string]int{"timeline": 1, "state": 1, "flame": 1})
+		for _, want := range []string{`data-shown="0:1"`, `<button class="on">oom 1</button>`, "high oom · cuda:1",
+			"cuda:1: allocated 4.00 GiB, reserved 6.00 GiB; trace peaks: allocated 6.00 GiB, reserved 6.00 GiB"} {
+			if !strings.Contains(html.UnescapeString(dom), want) {
+				t.Errorf("page lacks %q", want)
+			}
+		}
+	})
+	t.Run("folder of 40 processes", func(t *testing.T) {
+		// Every format fixture and shape, copied under 40 names: each
+		// name is a process of its own.
+		var files []string
+		for _, glob := range []string{"../../snapshot/testdata/format/*.pickle", shapes + "*.pickle"} {
+			m, err := filepath.Glob(glob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, m...)
+		}
+		dir := t.TempDir()
+		const n = 40
+		// An empty snapshot draws no state and no flame graph; one
+		// without a trace draws no timeline.
+		states, timelines := n, n
+		for i := range n {
+			src := files[i%len(files)]
+			data, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("p%02d_%s", i, filepath.Base(src))), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			switch filepath.Base(src) {
+			case "empty.pickle":
+				states--
+				timelines--
+			case "no_trace.pickle":
+				timelines--
+			}
+		}
+		checkPage(t, reportDOM(t, dir), "oom", n, map[string]int{"timeline": timelines, "state": states, "flame": states})
+	})
+}
+
+// reportDOM runs vramscope report on args and returns the page's DOM
+// once drawn.
+func reportDOM(t *testing.T, args ...string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "report.html")
+	var stderr strings.Builder
+	if code := run(context.Background(), io.Discard, &stderr, append([]string{"report", "-o", out}, args...)); code != exitOK {
+		t.Fatalf("vramscope report exited %d: %s", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "inconsistent") {
+		t.Errorf("vramscope report: %s", stderr.String())
+	}
+	return chromium(t, "file://"+out, "1000", "--dump-dom")
+}
+
+// payloadOf builds the report payload of paths as vramscope report does.
+func payloadOf(t *testing.T, paths ...string) *report.Payload {
+	t.Helper()
+	vl, err := loadViews(context.Background(), io.Discard, paths, viewFlags{buckets: 1200}, nil)
+	if err != nil || vl.failed > 0 {
+		t.Fatalf("loading %s: %v (%d failed)", paths, err, vl.failed)
+	}
+	return vl.payload
 }
 
 func TestBrowserServe(t *testing.T) {
@@ -181,7 +298,7 @@ func TestBrowserServe(t *testing.T) {
 	// of the first and the last: what a click and two picks would show.
 	url := base + "?at=2:0:150&diff=0,2"
 	dom := chromium(t, url, "1000", "--dump-dom")
-	checkPage(t, dom, "leak", map[string]int{"timeline": 1, "state": 1, "flame": 1})
+	checkPage(t, dom, "leak", 1, map[string]int{"timeline": 1, "state": 1, "flame": 1})
 	for _, want := range []string{"event 150: ", "<th>change</th>"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("served UI lacks %q: the on-demand state or diff did not load", want)

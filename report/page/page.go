@@ -15,13 +15,13 @@ import (
 )
 
 // scripts and styles are inlined in this order: errors.js first, so that
-// it records errors of the others; the libraries before the code using
-// them.
+// it records errors of the others; the libraries and the data model
+// before the code using them.
 var (
 	scripts = []string{
 		"app/errors.js",
 		"vendor/uPlot.iife.min.js", "vendor/d3.min.js", "vendor/d3-flamegraph.umd.min.js",
-		"app/allocstate.js", "app/app.js",
+		"app/model.js", "app/allocstate.js", "app/app.js",
 	}
 	styles = []string{"vendor/uPlot.min.css", "app/app.css"}
 )
