@@ -52,11 +52,9 @@ func runReport(ctx context.Context, stderr io.Writer, args []string, out string,
 	if info, err := os.Stat(out); err == nil {
 		size = info.Size()
 	}
-	if err := vl.payload.Check(); err != nil {
-		// The page draws what it can of any payload; this says, instead
-		// of success, that part of it will be missing.
-		fmt.Fprintf(stderr, "vramscope: warning: wrote %s (%s), but its data is inconsistent (a vramscope bug, please report it); "+
-			"the page leaves out what does not fit:\n%v\n", out, units.Bytes(size), err)
+	if vl.inconsistent != nil {
+		// Instead of success: part of the page will be missing.
+		warnInconsistent(stderr, vl.inconsistent)
 	} else {
 		fmt.Fprintf(stderr, "vramscope: wrote %s (%s): verdict %s, processes: %d\n",
 			out, units.Bytes(size), vl.payload.Verdict, len(vl.payload.Processes))

@@ -32,6 +32,16 @@ type viewLoad struct {
 	builder       *report.Builder
 	payload       *report.Payload
 	failed, total int
+	// inconsistent is the payload's Check: what part of the page will not
+	// draw, a vramscope bug; nil normally.
+	inconsistent error
+}
+
+// warnInconsistent says, for report and serve alike, that the page's data
+// does not fit together and the page leaves out what does not.
+func warnInconsistent(stderr io.Writer, err error) {
+	fmt.Fprintf(stderr, "vramscope: warning: the page's data is inconsistent (a vramscope bug, please report it); "+
+		"it leaves out what does not fit:\n%v\n", err)
 }
 
 // loadViews analyzes args as analyze does and builds the report's views
@@ -62,5 +72,6 @@ func loadViews(ctx context.Context, stderr io.Writer, args []string, fl viewFlag
 	if err != nil {
 		return viewLoad{}, err
 	}
-	return viewLoad{builder: b, payload: b.Finish(a.Report()), failed: failed, total: total}, nil
+	p := b.Finish(a.Report())
+	return viewLoad{builder: b, payload: p, failed: failed, total: total, inconsistent: p.Check()}, nil
 }

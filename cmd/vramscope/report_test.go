@@ -18,6 +18,9 @@ func TestReportCommand(t *testing.T) {
 	}{
 		{"leak", []string{"../../testdata/scenarios/out/leak_closure"}, exitOK, `"verdict":"leak"`},
 		{"oom", []string{"../../testdata/scenarios/out/frag_oom/frag_oom.pickle.gz"}, exitOK, `"kind":"oom"`},
+		// The page opens on cuda:1, where the OOM is.
+		{"three GPUs", []string{"../../testdata/shapes/three_gpus.pickle"}, exitOK, `"focus":{"snapshot":0,"device":1,"state":"oom 1"}`},
+		{"empty snapshot", []string{"../../testdata/shapes/empty.pickle"}, exitOK, `"devices":[]`},
 		{"missing input", []string{"../../testdata/scenarios/out/leak_closure", "missing.pickle"}, exitInputError, "missing.pickle"},
 		{"bad filter", []string{"--focus", "(", "../../testdata/scenarios/out/leak_closure"}, exitUsage, "focus"},
 	} {
@@ -33,6 +36,9 @@ func TestReportCommand(t *testing.T) {
 					t.Errorf("stderr lacks %q:\n%s", tc.want, stderr.String())
 				}
 				return
+			}
+			if !strings.Contains(stderr.String(), "vramscope: wrote "+out) {
+				t.Errorf("no success line; stderr:\n%s", stderr.String())
 			}
 			html, err := os.ReadFile(out)
 			if err != nil {

@@ -88,6 +88,9 @@ func loadForServe(ctx context.Context, stderr io.Writer, args []string, fl viewF
 	if vl.failed > 0 {
 		fmt.Fprintf(stderr, "vramscope: %d of %d inputs could not be read\n", vl.failed, vl.total)
 	}
+	if vl.inconsistent != nil {
+		warnInconsistent(stderr, vl.inconsistent)
+	}
 	srv.Ready(vl.payload, vl.builder, loaded)
 	fmt.Fprintf(stderr, "vramscope: loaded %d snapshots: verdict %s\n", len(loaded), vl.payload.Verdict)
 }
