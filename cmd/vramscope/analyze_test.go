@@ -191,6 +191,26 @@ func TestAnalyzeDevices(t *testing.T) {
 	if strings.Contains(text, "trace peaks") {
 		t.Errorf("trace peaks printed for a file without a trace:\n%s", text)
 	}
+	// Two dumps of the process: a row per device and figure.
+	dir := t.TempDir()
+	data, err := os.ReadFile("testdata/shapes/three_gpus.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []string{"step1", "step2"} {
+		if err := os.MkdirAll(filepath.Join(dir, step), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, step, "three_gpus.pickle"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, text, _ = runCmd("analyze", dir)
+	for _, want := range []string{"  snapshots: step 1, step 2\n", "    cuda:1 allocated 4.00 GiB -> 4.00 GiB\n", "    cuda:2 reserved  4.00 GiB -> 4.00 GiB\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text of two dumps lacks %q:\n%s", want, text)
+		}
+	}
 	if code, _, stderr := runCmd("analyze", "--max-peak", "5GiB", "testdata/shapes/three_gpus.pickle"); code != exitGate || !strings.Contains(stderr, "three_gpus cuda:1: peak allocated 6.00 GiB") {
 		t.Errorf("--max-peak 5GiB: exit %d, want %d naming cuda:1; stderr:\n%s", code, exitGate, stderr)
 	}
