@@ -146,11 +146,24 @@ function findingsList(pr) {
     if (f.stack.length) html += "<pre>" + f.stack.map((fr) => `${esc(fr.function)} (${esc(fr.file)}:${fr.line})`).join("\n") + "</pre>";
     else if (f.evidence.callsite_reason) html += `<p class="sub">${esc(f.evidence.callsite_reason)}</p>`;
     if (f.fix) html += `<p class="fix">${esc(f.fix)}</p>`;
-    html += `<details><summary>evidence</summary><pre>${esc(JSON.stringify(f.evidence, null, 1))}</pre></details>`;
+    const keys = Object.keys(f.evidence).sort();
+    if (keys.length) html += `<details><summary>evidence</summary><pre>${keys.map((k) => `${esc(k)}: ${esc(evidenceText(k, f.evidence[k]))}`).join("\n")}</pre></details>`;
     li.innerHTML = html;
     ol.appendChild(li);
   }
   return ol;
+}
+
+// evidenceText formats an evidence value as analyze's text does: numbers
+// under a key that names bytes as sizes, lists joined, objects as
+// {key value; ...}.
+function evidenceText(key, v) {
+  if (typeof v === "number") return key.includes("bytes") ? fmtBytes(v) : String(v);
+  if (Array.isArray(v)) return v.map((x) => evidenceText(key, x)).join(", ");
+  if (v !== null && typeof v === "object") {
+    return "{" + Object.keys(v).sort().filter((k) => k !== "title").map((k) => `${k} ${evidenceText(k, v[k])}`).join("; ") + "}";
+  }
+  return String(v);
 }
 
 // snapshotPanel shows one snapshot and device at a time: the timeline,

@@ -194,7 +194,7 @@ func TestBrowserReportWild(t *testing.T) {
 		// not on cuda:2, the last device.
 		dom := reportDOM(t, shapes+"three_gpus.pickle")
 		checkPage(t, dom, "oom", 1, map[string]int{"timeline": 1, "state": 1, "flame": 1})
-		for _, want := range []string{`data-shown="0:1"`, `<button class="on">oom 1</button>`, "high oom · cuda:1",
+		for _, want := range []string{`data-shown="0:1"`, `<button class="on">oom 1</button>`, "high oom · cuda:1", "device_free_bytes: 512.00 MiB",
 			"cuda:1: allocated 4.00 GiB, reserved 6.00 GiB; trace peaks: allocated 6.00 GiB, reserved 6.00 GiB"} {
 			if !strings.Contains(html.UnescapeString(dom), want) {
 				t.Errorf("page lacks %q", want)
