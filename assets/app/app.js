@@ -155,10 +155,10 @@ function findingsList(pr) {
 }
 
 // evidenceText formats an evidence value as analyze's text does: numbers
-// under a key that names bytes as sizes, lists joined, objects as
-// {key value; ...}.
+// under a key that names bytes as sizes, fractions with three digits,
+// lists joined, objects as {key value; ...}.
 function evidenceText(key, v) {
-  if (typeof v === "number") return key.includes("bytes") ? fmtBytes(v) : String(v);
+  if (typeof v === "number") return key.includes("bytes") ? fmtBytes(v) : Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(3)));
   if (Array.isArray(v)) return v.map((x) => evidenceText(key, x)).join(", ");
   if (v !== null && typeof v === "object") {
     return "{" + Object.keys(v).sort().filter((k) => k !== "title").map((k) => `${k} ${evidenceText(k, v[k])}`).join("; ") + "}";

@@ -7,6 +7,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/vramscope/vramscope/analyze"
@@ -175,7 +176,8 @@ func frameText(fr diagnose.Frame) string {
 // evidenceText formats one evidence value; numbers under a key that
 // names bytes are printed as sizes, whatever their Go type (diagnose
 // writes int, int64 and uint64), so that a finding never shows
-// "device_free_bytes: 80153346048" beside "allocated_bytes: 3.61 GiB".
+// "device_free_bytes: 80153346048" beside "allocated_bytes: 3.61 GiB";
+// other fractions with three significant digits.
 func evidenceText(key string, v any) string {
 	sizes := strings.Contains(key, "bytes")
 	rv := reflect.ValueOf(v)
@@ -192,6 +194,8 @@ func evidenceText(key string, v any) string {
 		if sizes && rv.Float() == math.Trunc(rv.Float()) {
 			return formatSize(int64(rv.Float()))
 		}
+		// Ratios and confidences: three digits say all a reader uses.
+		return strconv.FormatFloat(rv.Float(), 'g', 3, 64)
 	case reflect.Slice, reflect.Array:
 		parts := make([]string, rv.Len())
 		for i := range parts {
