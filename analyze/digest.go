@@ -97,9 +97,11 @@ func (a *Analyzer) digestSnapshot(in inputs.Input, sn *snapshot.Snapshot) *diges
 		d.notes = append(d.notes, fmt.Sprintf("%s: trace not replayed (%v): no peaks or trace findings from it", in, replayErr))
 	}
 	for _, tl := range tls {
-		if tl.Len() == 0 {
-			// A device without a trace replays to its dump alone: that
-			// is no peak, and printing it as one says a trace was read.
+		if tl.Len() < 2 {
+			// Without a trace, or with a single event (no history: what
+			// enabled="state" or a restarted history leaves), the replay
+			// is the dump alone: that is no peak, and printing it as one
+			// says a history was read.
 			continue
 		}
 		dd := dev(tl.Device)

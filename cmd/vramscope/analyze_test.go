@@ -187,9 +187,13 @@ func TestAnalyzeDevices(t *testing.T) {
 			t.Errorf("text lacks %q:\n%s", want, text)
 		}
 	}
-	_, text, _ = runCmd("analyze", "testdata/shapes/no_trace.pickle")
-	if strings.Contains(text, "trace peaks") {
-		t.Errorf("trace peaks printed for a file without a trace:\n%s", text)
+	// No trace, and a trace of one event (enabled="state"): no history,
+	// so no peak.
+	for _, path := range []string{"testdata/shapes/no_trace.pickle", "snapshot/testdata/format/state_only.pickle"} {
+		_, text, _ = runCmd("analyze", path)
+		if strings.Contains(text, "trace peaks") {
+			t.Errorf("trace peaks printed for %s, which has no history:\n%s", path, text)
+		}
 	}
 	// Two dumps of the process: a row per device and figure.
 	dir := t.TempDir()
