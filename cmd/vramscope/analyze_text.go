@@ -197,6 +197,9 @@ func evidenceText(key string, v any) string {
 		// Ratios and confidences: three digits say all a reader uses.
 		return strconv.FormatFloat(rv.Float(), 'g', 3, 64)
 	case reflect.Slice, reflect.Array:
+		if rv.Len() == 0 {
+			return "none" // an empty list ("contributing: []") says so
+		}
 		parts := make([]string, rv.Len())
 		for i := range parts {
 			parts[i] = evidenceText(key, rv.Index(i).Interface())

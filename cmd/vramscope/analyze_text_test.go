@@ -24,6 +24,8 @@ func TestEvidenceText(t *testing.T) {
 		{"step_confidence", 0.9985141158989599, "0.999"},
 		{"steadiness", 1.0, "1"},
 		{"fraction_limited", false, "false"},
+		{"contributing", []string{}, "none"},
+		{"contributing", []string{"memory_cap", "peak"}, "memory_cap, peak"},
 	} {
 		if got := evidenceText(tc.key, tc.v); got != tc.want {
 			t.Errorf("evidenceText(%q, %#v) = %q, want %q", tc.key, tc.v, got, tc.want)
