@@ -20,7 +20,7 @@ import (
 func writeAnalysis(w io.Writer, rep *analyze.Report) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	p("verdict: %s (%s)\n", rep.Verdict, processCount(len(rep.Processes)))
+	p("verdict: %s (%s)\n", rep.Verdict, tally(rep))
 	for _, pr := range rep.Processes {
 		p("\n%s", pr.ID)
 		if pr.Tag != "" {
@@ -224,6 +224,40 @@ func evidenceText(key string, v any) string {
 }
 
 func formatSize(n int64) string { return units.Bytes(n).String() }
+
+// tally counts the processes, and where there are several, how many got
+// each verdict and how many out-of-memory errors they had: a folder of 50
+// pasted messages is 50 OOMs, not one.
+func tally(rep *analyze.Report) string {
+	s := processCount(len(rep.Processes))
+	if len(rep.Processes) < 2 {
+		return s
+	}
+	counts := map[analyze.Verdict]int{}
+	var order []analyze.Verdict
+	ooms := 0
+	for _, pr := range rep.Processes {
+		if counts[pr.Verdict] == 0 {
+			order = append(order, pr.Verdict)
+		}
+		counts[pr.Verdict]++
+		for _, f := range pr.Findings {
+			if f.Kind == diagnose.KindOOM {
+				ooms++
+			}
+		}
+	}
+	slices.SortStableFunc(order, func(a, b analyze.Verdict) int { return counts[b] - counts[a] })
+	parts := make([]string, len(order))
+	for i, v := range order {
+		parts[i] = fmt.Sprintf("%d %s", counts[v], v)
+	}
+	s += ": " + strings.Join(parts, ", ")
+	if ooms > 0 {
+		s += "; " + units.Plural(ooms, "out-of-memory error")
+	}
+	return s
+}
 
 func processCount(n int) string {
 	if n == 1 {

@@ -148,7 +148,7 @@ func TestAnalyzeOOMMessages(t *testing.T) {
 	if err := json.Unmarshal([]byte(oom), &one); err != nil || len(one.Messages) != 1 {
 		t.Fatalf("oom --json: %v\n%s", err, oom)
 	}
-	if !strings.HasPrefix(text, "verdict: oom (2 processes)") || strings.Contains(text, "last: allocated") ||
+	if !strings.HasPrefix(text, "verdict: oom (2 processes: 2 oom; 2 out-of-memory errors)") || strings.Contains(text, "last: allocated") ||
 		!strings.Contains(text, "fix: "+one.Messages[0].Fix) || !strings.Contains(one.Messages[0].Explanation, one.Messages[0].Fix) ||
 		one.Messages[0].Cause != diagnose.CauseOtherProcesses {
 		t.Errorf("analyze of two message files:\n%s\noom says %s: %s", text, one.Messages[0].Cause, one.Messages[0].Explanation)
