@@ -9,33 +9,43 @@ import (
 )
 
 // axis is the x of a process's snapshot series: the step numbers when
-// every snapshot has a distinct one, else the snapshots' positions.
+// every snapshot has a distinct one of one unit, else the snapshots'
+// positions (which follow the dump folders' times where the path has them).
 type axis struct {
-	xs  []float64
-	per string // "step" or "snapshot": the unit of bytes_per_step
+	xs []float64
+	// per is the unit of bytes_per_step: the steps' unit ("step",
+	// "request", "iteration", "epoch") or "snapshot".
+	per string
 	// steps are the step numbers, or nil.
 	steps []int
 }
 
 func axisOf(snaps []*digest) axis {
-	ax := axis{per: "step"}
-	seen := map[int]bool{}
-	for _, d := range snaps {
-		if !d.in.HasStep || seen[d.in.Step] {
-			ax = axis{per: "snapshot"}
-			break
+	if steps := distinctSteps(snaps); steps != nil {
+		ax := axis{per: snaps[0].in.StepUnit, steps: steps}
+		for _, s := range steps {
+			ax.xs = append(ax.xs, float64(s))
 		}
-		seen[d.in.Step] = true
-		ax.steps = append(ax.steps, d.in.Step)
+		return ax
 	}
-	for i, d := range snaps {
-		x := float64(i)
-		if ax.steps != nil {
-			x = float64(d.in.Step)
-		}
-		ax.xs = append(ax.xs, x)
+	ax := axis{per: "snapshot"}
+	for i := range snaps {
+		ax.xs = append(ax.xs, float64(i))
 	}
 	return ax
+}
+
+// distinctSteps returns the snapshots' step numbers when each has one, all
+// of one unit and no two equal; else nil.
+func distinctSteps(snaps []*digest) []int {
+	var steps []int
+	for _, d := range snaps {
+		if !d.in.HasStep || slices.Contains(steps, d.in.Step) || d.in.StepUnit != snaps[0].in.StepUnit {
+			return nil
+		}
+		steps = append(steps, d.in.Step)
+	}
+	return steps
 }
 
 // evidence starts a finding's evidence with the series' x values.

@@ -21,10 +21,14 @@ type Identity struct {
 	PID     int
 	HasPID  bool
 
-	// Step comes from the file name (…_step12.pickle) or, failing that, from
-	// the nearest parent folder named step12, step_12 or global_step_12.
-	Step    int
-	HasStep bool
+	// Step comes from a counter in the file name (…_step12.pickle) or,
+	// failing that, in the nearest parent folder: step12, step_12,
+	// global_step_12, req012, request-3, iter_000300, iteration7, epoch3.
+	// StepUnit names what it counts ("step", "request", "iteration",
+	// "epoch"), so that growth per step can say what a step is.
+	Step     int
+	StepUnit string
+	HasStep  bool
 
 	// Time comes from the nearest parent folder named as a timestamp, such as
 	// verl's 20250601-1200 or 2025-06-01_12-00-00. It is read as UTC: the
@@ -42,9 +46,28 @@ var snapshotExtensions = []string{".gz", ".zst", ".zstd", ".pickle", ".pkl", ".p
 var (
 	rankToken = regexp.MustCompile(`(?i)(?:^|[_.-])rank[_-]?(\d+)(?:$|[_.-])`)
 	pidToken  = regexp.MustCompile(`(?i)(?:^|[_.-])pid[_-]?(\d+)(?:$|[_.-])`)
-	stepToken = regexp.MustCompile(`(?i)(?:^|[_.-])(?:global_)?step[_-]?(\d+)(?:$|[_.-])`)
-	stepDir   = regexp.MustCompile(`(?i)^(?:global_)?step[_-]?(\d+)$`)
+	stepToken = regexp.MustCompile(`(?i)(?:^|[_.-])` + counterWords + `[_-]?(\d+)(?:$|[_.-])`)
+	stepDir   = regexp.MustCompile(`(?i)^` + counterWords + `[_-]?(\d+)$`)
 )
+
+// counterWords are the names of a step counter, the longer spelling of each
+// word first; stepUnits maps each (lower case) to the unit it counts.
+const counterWords = `(global_step|step|iteration|iter|request|req|epoch)`
+
+var stepUnits = map[string]string{
+	"global_step": "step", "step": "step",
+	"iteration": "iteration", "iter": "iteration",
+	"request": "request", "req": "request",
+	"epoch": "epoch",
+}
+
+// setStep records a counter's word and digits in id; digits too many for
+// an int leave it unset.
+func (id *Identity) setStep(word, digits string) {
+	if n, ok := atoi(digits); ok {
+		id.Step, id.StepUnit, id.HasStep = n, stepUnits[strings.ToLower(word)], true
+	}
+}
 
 // timestampLayouts are the folder names that samplers use for one dump
 // round. verl's MemorySnapshotSampler writes %Y%m%d-%H%M.
@@ -82,8 +105,8 @@ func ParseIdentity(path string) Identity {
 		id.PID, id.HasPID = atoi(base[m[2]:m[3]])
 		tagEnd = min(tagEnd, m[0])
 	}
-	if m := stepToken.FindStringSubmatchIndex(base); m != nil {
-		id.Step, id.HasStep = atoi(base[m[2]:m[3]])
+	if m := stepToken.FindStringSubmatch(base); m != nil {
+		id.setStep(m[1], m[2])
 	}
 	if id.HasRank || id.HasPID {
 		id.Tag = base[:tagEnd]
@@ -94,7 +117,7 @@ func ParseIdentity(path string) Identity {
 		name := filepath.Base(dir)
 		if !id.HasStep {
 			if m := stepDir.FindStringSubmatch(name); m != nil {
-				id.Step, id.HasStep = atoi(m[1])
+				id.setStep(m[1], m[2])
 			}
 		}
 		if !id.HasTime {
