@@ -75,7 +75,7 @@ func (a *Analyzer) snapshotLeaks(ax axis, dev int, series []*deviceDigest) []dia
 		f := diagnose.Finding{
 			Kind:         diagnose.KindLeak,
 			Severity:     sev,
-			Title:        fmt.Sprintf("%s keeps %s more live memory every %s", st.name(), units.Bytes(math.Round(t.PerStep)), ax.per),
+			Title:        fmt.Sprintf("%s keeps %s more live memory every %s%s", st.name(), units.Bytes(math.Round(t.PerStep)), ax.per, st.allocatedIn()),
 			Bytes:        t.Last - t.First,
 			BytesPerStep: int64(math.Round(t.PerStep)),
 			Evidence:     ev,

@@ -8,11 +8,13 @@ import (
 	"github.com/vramscope/vramscope/snapshot"
 )
 
-// site is a callsite as findings print it: the frame blamed, or the
-// reason there is none, and a short stack of user frames.
+// site is a place as findings print it: the frame blamed, or the reason
+// there is none, a short stack of user frames, and the origin below the
+// callsite where the memory was allocated.
 type site struct {
 	callsite.Site
-	Stack []diagnose.Frame
+	Origin callsite.Origin
+	Stack  []diagnose.Frame
 }
 
 // sites interns callsites across snapshots: digests keep only the key, so
@@ -45,12 +47,18 @@ func (r *siteResolver) key(id snapshot.StackID) string {
 		return k
 	}
 	st := r.filter.Site(r.sn, id)
+	o := r.filter.Origin(r.sn, id)
+	// One user line reached through two library lines is two sites, as in
+	// package diagnose's places.
 	k := st.Key()
+	if o.Below(st) {
+		k += "|" + o.Key()
+	}
 	r.keys[id] = k
 	r.all.mu.Lock()
 	defer r.all.mu.Unlock()
 	if _, ok := r.all.byKey[k]; !ok {
-		r.all.byKey[k] = &site{Site: st, Stack: diagnose.NewStack(r.filter.UserFrames(r.sn, id, r.depth))}
+		r.all.byKey[k] = &site{Site: st, Origin: o, Stack: diagnose.NewStack(r.filter.UserFrames(r.sn, id, r.depth))}
 	}
 	return k
 }
@@ -66,6 +74,10 @@ func (s *sites) get(key string) *site {
 // the evidence instead.
 func (st *site) blame(f *diagnose.Finding) {
 	f.Stack = st.Stack
+	if st.Origin.Below(st.Site) {
+		o := diagnose.NewFrame(st.Origin.Frame)
+		f.Origin, f.AllocatedVia = &o, diagnose.NewStack(st.Origin.Via)
+	}
 	if st.Known() {
 		fr := diagnose.NewFrame(st.Frame)
 		f.Callsite = &fr
@@ -80,4 +92,13 @@ func (st *site) name() string {
 		return st.Frame.Name
 	}
 	return "code without a user frame"
+}
+
+// allocatedIn is what a title adds for an origin below the callsite:
+// ", allocated in update (cache_utils.py:795)", or "".
+func (st *site) allocatedIn() string {
+	if !st.Origin.Below(st.Site) {
+		return ""
+	}
+	return ", allocated in " + st.Origin.String()
 }

@@ -14,7 +14,7 @@ import (
 // to the callsite, innermost first: the path the allocation took.
 type Origin struct {
 	Frame snapshot.Frame
-	Depth int // index of Frame in the stack; -1 if none
+	Depth int // index of Frame in the stack; meaningless unless Known
 	Via   []snapshot.Frame
 }
 
@@ -22,8 +22,9 @@ type Origin struct {
 // the origin and the few library calls above it, not a whole model's stack.
 const maxVia = 4
 
-// Known reports whether the stack had a Python frame outside torch.
-func (o Origin) Known() bool { return o.Depth >= 0 }
+// Known reports whether the stack had a Python frame outside torch (the
+// zero Origin has none).
+func (o Origin) Known() bool { return o.Frame != snapshot.Frame{} }
 
 // Below reports whether the origin lies under site, in other code than the
 // site's own line: only then does it add a place to the callsite.
@@ -37,6 +38,20 @@ func (o Origin) Key() string {
 		return ""
 	}
 	return fmt.Sprintf("%s:%d:%s", o.Frame.Filename, o.Frame.Line, o.Frame.Name)
+}
+
+// String names the origin's frame with an installed package's file from
+// the package on: "ForCausalLMLoss (transformers/loss/loss_utils.py:59)".
+func (o Origin) String() string {
+	fr := o.Frame
+	file := strings.ReplaceAll(fr.Filename, `\`, "/")
+	for _, dir := range []string{"/site-packages/", "/dist-packages/"} {
+		if i := strings.LastIndex(file, dir); i >= 0 {
+			fr.Filename = file[i+len(dir):]
+			break
+		}
+	}
+	return fr.String()
 }
 
 // Origin returns where stack id was allocated. With focus or ignore, a

@@ -71,6 +71,9 @@ func TestOrigin(t *testing.T) {
 					t.Errorf("via[%d] = %v, want %v", i, o.Via[i], tt.via[i])
 				}
 			}
+			if o.Known() && o.Frame == hfLoss && o.String() != "ForCausalLMLoss (transformers/loss/loss_utils.py:59)" {
+				t.Errorf("String() = %q", o.String())
+			}
 			if got := o.Below(f.Site(sn, id)); got != tt.below {
 				t.Errorf("Below = %v, want %v", got, tt.below)
 			}

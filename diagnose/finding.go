@@ -65,10 +65,19 @@ type Finding struct {
 	// reason is then in Evidence["callsite_reason"]).
 	Callsite *Frame `json:"callsite"`
 	// Stack is the short stack of user frames, innermost first.
-	Stack    []Frame        `json:"stack"`
-	Evidence map[string]any `json:"evidence"`
-	Fix      string         `json:"fix"`
-	Device   int            `json:"device"`
+	Stack []Frame `json:"stack"`
+	// Origin is where the memory was allocated when that is below the
+	// callsite, in code the user's line called: the innermost Python frame
+	// that is not torch (transformers' ForCausalLMLoss under train_step),
+	// or, for blocks of the autograd engine's thread, the autograd node
+	// (file "during backward"). Absent when the callsite allocated itself.
+	Origin *Frame `json:"origin,omitempty"`
+	// AllocatedVia are the frames from Origin out to the callsite (not
+	// included), innermost first; absent with Origin.
+	AllocatedVia []Frame        `json:"allocated_via,omitempty"`
+	Evidence     map[string]any `json:"evidence"`
+	Fix          string         `json:"fix"`
+	Device       int            `json:"device"`
 }
 
 // gradeShare is the severity of a finding whose weight is a share of

@@ -109,6 +109,7 @@ func Frag(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int,
 	}
 	r := &FragReport{Device: tl.Device, Index: i, When: when, Expandable: sn.Settings != nil && sn.Settings.ExpandableSegments}
 	classes := map[FreeClass]*FreeClass{}
+	pl := newPlacer(sn, tl, f)
 	var created []sized
 	for s := range st.Segments {
 		seg := &st.Segments[s]
@@ -151,7 +152,7 @@ func Frag(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int,
 		case len(pinners) == 0:
 			r.FreeSegments += int64(ps.Free)
 			r.FreeSegmentsCount++
-			created = append(created, sized{seg.Stack, seg.TotalSize})
+			created = append(created, sized{pl.stack(seg.Stack), seg.TotalSize})
 			continue
 		case seg.Expandable:
 			ps.Pages = wholePages(st, seg)
@@ -171,7 +172,7 @@ func Frag(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int,
 		// A private pool's segment without live blocks is held by its
 		// pool, not pinned by a tensor.
 		if len(pinners) > 0 {
-			ps.Pinners = groupBySite(sn, tl, f, pinners)
+			ps.Pinners = pl.group(pinners)
 			r.Pinned = append(r.Pinned, ps)
 		}
 	}
@@ -186,7 +187,7 @@ func Frag(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int,
 	})
 	slices.SortStableFunc(r.Pinned, func(a, b PinnedSegment) int { return cmp.Compare(b.Free-b.Pages, a.Free-a.Pages) })
 	r.Pinned = r.Pinned[:min(len(r.Pinned), maxPinned)]
-	r.Creators = groupSized(sn, f, created)
+	r.Creators = pl.groupSized(created)
 	r.Advice = fragAdvice(r)
 	return r, nil
 }
@@ -302,11 +303,11 @@ func FragFinding(peak *PeakReport, end *FragReport, others ...*FragReport) []Fin
 		if grown {
 			advice = append(advice, fmt.Sprintf(
 				"the cache grew to %s%s although at most %s was allocated at once, because new segments were needed while %s sat trapped at the %s behind blocks from %s; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids that growth",
-				units.Bytes(reserved), since, units.Bytes(allocated), units.Bytes(o.Trapped), o.When, siteName(g.Site)))
+				units.Bytes(reserved), since, units.Bytes(allocated), units.Bytes(o.Trapped), o.When, g.Place))
 		}
 		break
 	}
-	blame = append(blame, SiteGroup{Site: peak.ReservedSite, Stack: peak.ReservedStack})
+	blame = append(blame, SiteGroup{Place: Place{Site: peak.ReservedSite}, Stack: peak.ReservedStack})
 	g := blame[0]
 	for _, c := range blame {
 		if c.Site.Known() {
@@ -314,7 +315,7 @@ func FragFinding(peak *PeakReport, end *FragReport, others ...*FragReport) []Fin
 			break
 		}
 	}
-	siteFinding(&fd, g.Site, g.Stack)
+	placeFinding(&fd, g.Place, g.Stack)
 	if len(advice) == 0 {
 		advice = append(advice, grownFix(peak, since, end.Expandable))
 	}

@@ -33,7 +33,7 @@ func fragAdvice(r *FragReport) []string {
 		where := units.Plural(r.TrappedCount, "partly used segment")
 		if len(r.Pinned) > 0 && len(r.Pinned[0].Pinners) > 0 {
 			worst := fmt.Sprintf("%s free in %s", units.Bytes(r.Pinned[0].Free), units.Plural(r.Pinned[0].Holes, "hole"))
-			by := siteName(r.Pinned[0].Pinners[0].Site)
+			by := r.Pinned[0].Pinners[0].Place.String()
 			// With one segment there is no "worst" to single out.
 			if r.TrappedCount == 1 {
 				where += fmt.Sprintf(" (%s), pinned by %s", worst, by)

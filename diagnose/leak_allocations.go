@@ -21,19 +21,13 @@ func (r *LeakReport) LeakedAllocations(sn *snapshot.Snapshot, tl *replay.Timelin
 	if len(leaking) == 0 {
 		return nil
 	}
-	keys := map[snapshot.StackID]string{} // a site per stack, as measureSites names them
+	pl := newPlacer(sn, tl, f) // places as measureSites names them
 	var idx []int
 	for k := range tl.NumAllocations() {
 		if _, free, _ := tl.Lifetime(k); free != replay.LiveAtEnd {
 			continue
 		}
-		a := tl.Allocation(k)
-		key, ok := keys[a.Stack]
-		if !ok {
-			key = siteKey(f.Site(sn, a.Stack), a.Stack)
-			keys[a.Stack] = key
-		}
-		if leaking[key] {
+		if leaking[placeKey(pl.alloc(k), tl.Allocation(k).Stack)] {
 			idx = append(idx, k)
 		}
 	}

@@ -45,7 +45,7 @@ func (r *LeakReport) finding(s *SiteGrowth) Finding {
 		Kind:     KindLeak,
 		Severity: sev,
 		Title: fmt.Sprintf("%s more stays allocated after every step from %s (%d of %d steps grew)",
-			units.Bytes(s.PerStep), siteName(s.Site), s.Grew, s.Later),
+			units.Bytes(s.PerStep), s.Place, s.Grew, s.Later),
 		Bytes:        s.AtEnd,
 		BytesPerStep: s.PerStep,
 		Device:       r.Device,
@@ -70,7 +70,7 @@ func (r *LeakReport) finding(s *SiteGrowth) Finding {
 		},
 		Fix: leakFix(s),
 	}
-	siteFinding(&fd, s.Site, s.Stack)
+	placeFinding(&fd, s.Place, s.Stack)
 	return fd
 }
 
@@ -86,5 +86,5 @@ func leakFix(s *SiteGrowth) string {
 		"Follow where its result goes%s and release the reference once it has been used: "+
 		"a list, queue, dict cache, closure or object attribute that keeps it alive (set it to None, pop it, or bound the cache). "+
 		"At this rate 1000 more steps hold another %s.",
-		siteName(s.Site), units.Bytes(s.PerStep), where, units.Bytes(1000*s.PerStep))
+		s.Place, units.Bytes(s.PerStep), where, units.Bytes(1000*s.PerStep))
 }

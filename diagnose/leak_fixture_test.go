@@ -101,9 +101,10 @@ func checkLive(t *testing.T, sn *snapshot.Snapshot, tl *replay.Timeline, r *Leak
 	}
 	at := boundaries(r.Steps.Steps)
 	want := map[string][]int64{}
+	pl := newPlacer(sn, tl, f)
 	for k := range tl.NumAllocations() {
 		a := tl.Allocation(k)
-		key := siteKey(f.Site(sn, a.Stack), a.Stack)
+		key := placeKey(pl.alloc(k), a.Stack)
 		for j, p := range at {
 			if !a.AllocatedAt(p) {
 				continue

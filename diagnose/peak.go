@@ -65,8 +65,8 @@ type TransientLine struct {
 
 // Transient is one transient block of the peak and what removing it gains.
 type Transient struct {
-	Alloc     int // index for Timeline.Allocation
-	Site      callsite.Site
+	Alloc int // index for Timeline.Allocation
+	Place
 	Stack     []snapshot.Frame
 	Bytes     int64 // block size
 	Requested int64
@@ -123,18 +123,20 @@ func Peak(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *PeakR
 			best, bestAlloc = k, a
 		}
 	}
-	r.Persistent = groupBySite(sn, tl, f, persistent)
-	r.Transient = groupBySite(sn, tl, f, transient)
+	pl := newPlacer(sn, tl, f)
+	r.Persistent = pl.group(persistent)
+	r.Transient = pl.group(transient)
 
 	if best >= 0 {
 		a := &bestAlloc
+		place := pl.alloc(best)
 		r.Largest = &Transient{
-			Alloc: best, Site: f.Site(sn, a.Stack), Stack: f.UserFrames(sn, a.Stack, stackDepth),
+			Alloc: best, Place: place, Stack: pl.frames(place),
 			Bytes: int64(a.Size), Requested: int64(a.Requested),
 			PeakWithout: peaksWithout(tl, []replay.Allocation{*a})[0],
 		}
 		if !lowers(r.Allocated.Bytes, r.Largest.PeakWithout.Bytes) {
-			r.Line = bestLine(sn, tl, f, r.Allocated.Bytes, r.Transient)
+			r.Line = bestLine(pl, r.Allocated.Bytes, r.Transient)
 		}
 	}
 	return r

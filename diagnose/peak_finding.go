@@ -75,14 +75,14 @@ func (r *PeakReport) transientFinding(t *Transient) Finding {
 		Kind:     KindPeak,
 		Severity: gradeShare(share, saving, 0.25, 0.10),
 		Title: fmt.Sprintf("allocated memory peaks at %s; a transient %s block from %s sits on top of it",
-			units.Bytes(r.Allocated.Bytes), units.Bytes(t.Bytes), siteName(t.Site)),
+			units.Bytes(r.Allocated.Bytes), units.Bytes(t.Bytes), t.Place),
 		Bytes:    r.Allocated.Bytes,
 		Device:   r.Device,
 		Evidence: ev,
 		Fix: fmt.Sprintf("%s allocates %s that is freed again before the end; computing it in chunks, or freeing what it replaces before it is created, lowers the peak from %s to %s (-%s)",
-			siteName(t.Site), units.Bytes(t.Bytes), units.Bytes(r.Allocated.Bytes), units.Bytes(t.PeakWithout.Bytes), units.Bytes(saving)),
+			t.Place, units.Bytes(t.Bytes), units.Bytes(r.Allocated.Bytes), units.Bytes(t.PeakWithout.Bytes), units.Bytes(saving)),
 	}
-	siteFinding(&fd, t.Site, t.Stack)
+	placeFinding(&fd, t.Place, t.Stack)
 	return fd
 }
 
@@ -103,15 +103,15 @@ func (r *PeakReport) lineFinding(l *TransientLine) Finding {
 		Kind:     KindPeak,
 		Severity: gradeShare(share, saving, 0.25, 0.10),
 		Title: fmt.Sprintf("allocated memory peaks at %s; transient blocks from %s (%s at the peak) sit on top of it",
-			units.Bytes(r.Allocated.Bytes), siteName(l.Site), units.Bytes(l.Bytes)),
+			units.Bytes(r.Allocated.Bytes), l.Place, units.Bytes(l.Bytes)),
 		Bytes:    r.Allocated.Bytes,
 		Device:   r.Device,
 		Evidence: ev,
 		Fix: fmt.Sprintf("%s allocates %s that %s freed again before the end; removing only the largest barely moves the peak, since the next one reaches it again, "+
 			"but computing them in chunks, or freeing what they replace before they are created, lowers the peak from %s to %s (-%s)",
-			siteName(l.Site), units.Plural(l.Blocks, "block"), isAre(l.Blocks), units.Bytes(r.Allocated.Bytes), units.Bytes(l.PeakWithout.Bytes), units.Bytes(saving)),
+			l.Place, units.Plural(l.Blocks, "block"), isAre(l.Blocks), units.Bytes(r.Allocated.Bytes), units.Bytes(l.PeakWithout.Bytes), units.Bytes(saving)),
 	}
-	siteFinding(&fd, l.Site, l.Stack)
+	placeFinding(&fd, l.Place, l.Stack)
 	return fd
 }
 
@@ -137,7 +137,7 @@ func (r *PeakReport) persistentFinding() Finding {
 	}
 	names := make([]string, len(holders))
 	for i, g := range holders {
-		names[i] = fmt.Sprintf("%s from %s", units.Bytes(g.Bytes), siteName(g.Site))
+		names[i] = fmt.Sprintf("%s from %s", units.Bytes(g.Bytes), g.Place)
 	}
 	trim := "No block freed within the trace is part of the peak. "
 	ev := r.evidence()
@@ -147,7 +147,7 @@ func (r *PeakReport) persistentFinding() Finding {
 			after = "drops only to " + units.Bytes(t.PeakWithout.Bytes).String()
 		}
 		trim = fmt.Sprintf("Trimming what is freed within the trace does not lower it: without the largest such block (%s from %s) the peak %s. ",
-			units.Bytes(t.Bytes), siteName(t.Site), after)
+			units.Bytes(t.Bytes), t.Place, after)
 		ev["largest_transient_bytes"] = t.Bytes
 		ev["peak_without_largest_bytes"] = t.PeakWithout.Bytes
 		ev["saving_bytes"] = t.Saving(r.Allocated.Bytes)
@@ -158,7 +158,7 @@ func (r *PeakReport) persistentFinding() Finding {
 		Kind:     KindPeak,
 		Severity: Low,
 		Title: fmt.Sprintf("allocated memory peaks at %s, %s of it in blocks that stay allocated; %s holds %s of them",
-			units.Bytes(r.Allocated.Bytes), units.Bytes(r.PersistentBytes), siteName(blame.Site), units.Bytes(blame.Bytes)),
+			units.Bytes(r.Allocated.Bytes), units.Bytes(r.PersistentBytes), blame.Place, units.Bytes(blame.Bytes)),
 		Bytes:    r.Allocated.Bytes,
 		Device:   r.Device,
 		Evidence: ev,
@@ -167,6 +167,6 @@ func (r *PeakReport) persistentFinding() Finding {
 			"activations kept for backward shrink with activation checkpointing (torch.utils.checkpoint) or a smaller batch.",
 			strings.Join(names, ", ")),
 	}
-	siteFinding(&fd, blame.Site, blame.Stack)
+	placeFinding(&fd, blame.Place, blame.Stack)
 	return fd
 }

@@ -13,10 +13,11 @@ import (
 // see who called the culprit, short enough to read.
 const stackDepth = 4
 
-// SiteGroup is a set of live blocks blamed on one line of user code (or, for
-// stacks without one, on one reason).
+// SiteGroup is a set of live blocks from one place: one line of user code
+// reached through one origin (or, for stacks without a user frame, one
+// reason).
 type SiteGroup struct {
-	Site  callsite.Site
+	Place
 	Stack []snapshot.Frame // user frames of the group's largest block, innermost first
 	Bytes int64            // Σ block sizes
 	Count int
@@ -24,46 +25,48 @@ type SiteGroup struct {
 	Largest uint64
 }
 
-// sized is one block (or segment) to group: its stack and size.
+// sized is one block (or segment) to group: its place and size.
 type sized struct {
-	stack snapshot.StackID
+	place Place
 	size  uint64
 }
 
-// groupBySite groups allocations (indices for tl.Allocation) by callsite.
+// groupBySite groups allocations (indices for tl.Allocation) by place.
 func groupBySite(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, allocs []int) []SiteGroup {
-	items := make([]sized, len(allocs))
-	for i, k := range allocs {
-		a := tl.Allocation(k)
-		items[i] = sized{a.Stack, a.Size}
-	}
-	return groupSized(sn, f, items)
+	return newPlacer(sn, tl, f).group(allocs)
 }
 
-// groupSized groups items by callsite, most bytes first; ties keep the
-// order of the items, so the result is stable.
-func groupSized(sn *snapshot.Snapshot, f *callsite.Filter, items []sized) []SiteGroup {
+// group groups allocations (indices for tl.Allocation) by place.
+func (p *placer) group(allocs []int) []SiteGroup {
+	items := make([]sized, len(allocs))
+	for i, k := range allocs {
+		items[i] = sized{p.alloc(k), p.tl.Allocation(k).Size}
+	}
+	return p.groupSized(items)
+}
+
+// groupSized groups items by place, most bytes first; ties keep the order
+// of the items, so the result is stable.
+func (p *placer) groupSized(items []sized) []SiteGroup {
 	byKey := map[string]int{}
 	var out []SiteGroup
-	stacks := []snapshot.StackID{} // stack of each group's largest item
 	for _, it := range items {
-		site := f.Site(sn, it.stack)
-		g, ok := byKey[site.Key()]
+		key := it.place.Key()
+		g, ok := byKey[key]
 		if !ok {
 			g = len(out)
-			byKey[site.Key()] = g
-			out = append(out, SiteGroup{Site: site})
-			stacks = append(stacks, it.stack)
+			byKey[key] = g
+			out = append(out, SiteGroup{Place: it.place})
 		}
 		grp := &out[g]
 		grp.Bytes += int64(it.size)
 		grp.Count++
 		if it.size > grp.Largest {
-			grp.Largest, stacks[g] = it.size, it.stack
+			grp.Largest, grp.Place = it.size, it.place
 		}
 	}
 	for i := range out {
-		out[i].Stack = f.UserFrames(sn, stacks[i], stackDepth)
+		out[i].Stack = p.frames(out[i].Place)
 	}
 	slices.SortStableFunc(out, func(a, b SiteGroup) int { return cmp.Compare(b.Bytes, a.Bytes) })
 	return out

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -99,26 +98,21 @@ const maxLineTries = 3
 
 // bestLine returns the transient callsite among the largest at the peak
 // whose blocks, all removed from the trace, lower the peak most; nil if
-// none lowers it. Sites are matched by key, as groupBySite made them.
-func bestLine(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, peak int64, groups []SiteGroup) *TransientLine {
+// none lowers it. Places are matched by key, as placer.group made them.
+func bestLine(pl *placer, peak int64, groups []SiteGroup) *TransientLine {
 	groups = groups[:min(len(groups), maxLineTries)]
 	want := map[string]int{}
 	for i, g := range groups {
-		want[g.Site.Key()] = i
+		want[g.Key()] = i
 	}
+	tl := pl.tl
 	blocks := make([][]replay.Allocation, len(groups))
-	keys := map[snapshot.StackID]string{}
 	for k := range tl.NumAllocations() {
 		a := tl.Allocation(k)
 		if a.Start == replay.BeforeRecording || a.Free == replay.LiveAtEnd {
 			continue
 		}
-		key, ok := keys[a.Stack]
-		if !ok {
-			key = f.Site(sn, a.Stack).Key()
-			keys[a.Stack] = key
-		}
-		if i, ok := want[key]; ok {
+		if i, ok := want[pl.alloc(k).Key()]; ok {
 			blocks[i] = append(blocks[i], a)
 		}
 	}

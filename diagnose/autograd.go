@@ -1,0 +1,180 @@
+package diagnose
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// BackwardCall is a backward() (or torch.autograd.grad()) call of the
+// program, to which the blocks of the autograd engine's thread belong: that
+// thread runs no Python, so its allocations have an empty stack with
+// stacks="python" and C++ frames alone with stacks="all". The main thread
+// waits inside the call meanwhile, so its events just before and after such
+// blocks tell which call it was.
+type BackwardCall struct {
+	// Site is the user's line that made the call.
+	Site callsite.Site
+	// API is what was called: "backward()" or "torch.autograd.grad()".
+	API string
+	// Node is the autograd node that allocated (LogSoftmaxBackward0), when
+	// C++ frames name it; "" with stacks="python".
+	Node string
+	// Confidence is "high" when the main thread's last event before the
+	// blocks is inside the call (it entered the call and ran nothing
+	// since), "medium" when only its next event after them is.
+	Confidence string
+	// Evidence says which events decided it.
+	Evidence string
+	stack    snapshot.StackID
+}
+
+func (c *BackwardCall) String() string {
+	s := "the autograd engine during " + c.API + " at " + siteName(c.Site)
+	if c.Node != "" {
+		s += " (" + c.Node + ")"
+	}
+	return s
+}
+
+// withNode is c for a block whose own site is site: the autograd node
+// where its C++ frames name one.
+func (c *BackwardCall) withNode(site callsite.Site) *BackwardCall {
+	n := *c
+	if site.Known() && site.Frame.Filename == callsite.BackwardFile {
+		n.Node = site.Frame.Name
+	}
+	return &n
+}
+
+// engineSite reports whether a site may be the autograd engine's thread: no
+// Python frame of the user's, and an empty stack or C++ frames alone (an
+// autograd node, or the operator the node ran).
+func engineSite(s callsite.Site) bool {
+	switch {
+	case s.Known():
+		return s.Frame.Filename == callsite.BackwardFile
+	case s.Reason == callsite.ReasonEmptyStack || s.Reason == callsite.ReasonEmptyStackAll:
+		return true
+	}
+	return s.Reason == callsite.ReasonLibraryOnly && s.Frame.Line == 0
+}
+
+// engineScan finds the backward() call around trace events without Python
+// frames, memoized per stack and per run of such events (allocations are
+// asked in trace order, and a run of the engine's events is long).
+type engineScan struct {
+	sn     *snapshot.Snapshot
+	tr     snapshot.Trace
+	f      *callsite.Filter
+	python map[snapshot.StackID]bool
+	calls  map[snapshot.StackID]*BackwardCall
+	// run is the last run of events without Python frames asked about:
+	// events lo < i < hi, and its call.
+	lo, hi int
+	call   *BackwardCall
+}
+
+func newEngineScan(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filter) *engineScan {
+	return &engineScan{sn: sn, tr: tr, f: f, python: map[snapshot.StackID]bool{}, calls: map[snapshot.StackID]*BackwardCall{}, lo: -1, hi: -1}
+}
+
+// during returns the backward() call that event i happened in, judged by
+// the nearest events on either side with Python frames; nil when neither
+// is inside one.
+func (s *engineScan) during(i int) *BackwardCall {
+	if s.lo < i && i < s.hi {
+		return s.call
+	}
+	lo, hi := i-1, i+1
+	for lo >= 0 && !s.hasPython(s.tr.At(lo).Stack) {
+		lo--
+	}
+	for hi < s.tr.Len() && !s.hasPython(s.tr.At(hi).Stack) {
+		hi++
+	}
+	s.lo, s.hi, s.call = lo, hi, nil
+	var before, after *BackwardCall
+	if lo >= 0 {
+		before = s.callOf(s.tr.At(lo).Stack)
+	}
+	if hi < s.tr.Len() {
+		after = s.callOf(s.tr.At(hi).Stack)
+	}
+	switch {
+	case before != nil:
+		c := *before
+		c.Confidence = "high"
+		c.Evidence = fmt.Sprintf("the main thread's last event before these blocks (event %d) is inside %s at %s", lo, c.API, siteName(c.Site))
+		if after != nil && after.Site.Key() == before.Site.Key() {
+			c.Evidence += fmt.Sprintf(", and so is its next one after them (event %d)", hi)
+		}
+		s.call = &c
+	case after != nil:
+		c := *after
+		c.Confidence = "medium"
+		c.Evidence = fmt.Sprintf("the main thread's next event after these blocks (event %d) is inside %s at %s; its last one before them (event %d) is not", hi, c.API, siteName(c.Site), lo)
+		s.call = &c
+	}
+	return s.call
+}
+
+// hasPython reports whether a stack has a Python frame: the main thread's
+// (or any Python thread's) events have one, the engine's never.
+func (s *engineScan) hasPython(id snapshot.StackID) bool {
+	if id == snapshot.NoStack {
+		return false
+	}
+	py, ok := s.python[id]
+	if !ok {
+		for _, fid := range s.sn.Stack(id) {
+			if fr := s.sn.Frames[fid]; fr.Line != 0 && fr.Line != snapshot.UnknownLine && strings.HasSuffix(fr.Filename, ".py") {
+				py = true
+				break
+			}
+		}
+		s.python[id] = py
+	}
+	return py
+}
+
+// callOf returns the backward() call a stack is inside, or nil.
+func (s *engineScan) callOf(id snapshot.StackID) *BackwardCall {
+	c, ok := s.calls[id]
+	if ok {
+		return c
+	}
+	api := ""
+	for _, fid := range s.sn.Stack(id) {
+		// The outermost entry names the call: grad() runs the engine
+		// through _engine_run_backward too.
+		if a := backwardEntry(s.sn.Frames[fid]); a != "" {
+			api = a
+		}
+	}
+	if api != "" {
+		if site := s.f.Site(s.sn, id); site.Known() {
+			c = &BackwardCall{Site: site, API: api, stack: id}
+		}
+	}
+	s.calls[id] = c
+	return c
+}
+
+// backwardEntry names the autograd API whose frame fr is: torch's Python
+// entry points of a backward pass (and, with stacks="all", the C++ one the
+// main thread waits in), or "".
+func backwardEntry(fr snapshot.Frame) string {
+	file := strings.ReplaceAll(fr.Filename, `\`, "/")
+	switch {
+	case fr.Name == "backward" && (strings.HasSuffix(file, "torch/_tensor.py") || strings.HasSuffix(file, "torch/autograd/__init__.py")):
+		return "backward()"
+	case fr.Name == "_engine_run_backward" && strings.HasSuffix(file, "torch/autograd/graph.py"):
+		return "backward()"
+	case fr.Name == "grad" && strings.HasSuffix(file, "torch/autograd/__init__.py"):
+		return "torch.autograd.grad()"
+	}
+	return ""
+}
