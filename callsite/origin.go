@@ -44,12 +44,8 @@ func (o Origin) Key() string {
 // the package on: "ForCausalLMLoss (transformers/loss/loss_utils.py:59)".
 func (o Origin) String() string {
 	fr := o.Frame
-	file := strings.ReplaceAll(fr.Filename, `\`, "/")
-	for _, dir := range []string{"/site-packages/", "/dist-packages/"} {
-		if i := strings.LastIndex(file, dir); i >= 0 {
-			fr.Filename = file[i+len(dir):]
-			break
-		}
+	if pkg, ok := packagePath(strings.ReplaceAll(fr.Filename, `\`, "/")); ok {
+		fr.Filename = pkg
 	}
 	return fr.String()
 }
@@ -103,11 +99,26 @@ func (f *Filter) origin(fr snapshot.Frame) bool {
 			return false
 		}
 	}
-	if strings.Contains(file, "/torch/") || strings.Contains(file, "<frozen ") {
+	if strings.Contains(file, "<frozen ") {
 		return false
 	}
 	// An installed package lives under the standard library's folder
 	// (/usr/lib/python3.12/site-packages/transformers/...) without being
-	// part of it.
-	return strings.Contains(file, "/site-packages/") || strings.Contains(file, "/dist-packages/") || !stdlibFile.MatchString(file)
+	// part of it, and is torch only when the package is: a venv may sit in
+	// /opt/torch/.venv.
+	if pkg, ok := packagePath(file); ok {
+		return !strings.HasPrefix(pkg, "torch/")
+	}
+	return !strings.Contains(file, "/torch/") && !stdlibFile.MatchString(file)
+}
+
+// packagePath returns an installed package's file from the package on
+// (transformers/loss/loss_utils.py), and whether file is in one.
+func packagePath(file string) (string, bool) {
+	for _, dir := range []string{"/site-packages/", "/dist-packages/"} {
+		if i := strings.LastIndex(file, dir); i >= 0 {
+			return file[i+len(dir):], true
+		}
+	}
+	return "", false
 }

@@ -17,6 +17,7 @@ var (
 	trainStep = snapshot.Frame{Name: "train_step", Filename: "/work/train.py", Line: 75}
 	mainFrame = snapshot.Frame{Name: "main", Filename: "/work/train.py", Line: 90}
 	ceFrame   = snapshot.Frame{Name: "cross_entropy", Filename: "/usr/local/lib/python3.12/dist-packages/torch/nn/functional.py", Line: 3462}
+	venvLlama = snapshot.Frame{Name: "forward", Filename: "/opt/torch/.venv/lib/python3.12/site-packages/transformers/models/llama/modeling_llama.py", Line: 480}
 	ctxlib    = snapshot.Frame{Name: "inner", Filename: "/usr/lib/python3.12/contextlib.py", Line: 81}
 )
 
@@ -48,6 +49,9 @@ func TestOrigin(t *testing.T) {
 		{"focus makes the library line the callsite and its own origin", "transformers/loss", "",
 			[]snapshot.Frame{hfLoss, hfForward, trainStep},
 			hfLoss, nil, false},
+		{"a venv under a folder named torch is no torch", "", "",
+			[]snapshot.Frame{{Name: "forward", Filename: "/opt/torch/.venv/lib/python3.12/site-packages/torch/nn/modules/linear.py", Line: 134}, venvLlama, trainStep},
+			venvLlama, []snapshot.Frame{venvLlama}, true},
 		{"the via stops at four frames", "", "",
 			[]snapshot.Frame{hfLoss, hfForward, hfWrapper, hfForward, hfWrapper, trainStep},
 			hfLoss, []snapshot.Frame{hfLoss, hfForward, hfWrapper, hfForward}, true},

@@ -20,8 +20,10 @@ type PeakReport struct {
 	// Allocated.Bytes equals max_memory_allocated. Otherwise the real peak
 	// may predate the trace and Allocated is a lower bound.
 	Complete bool
-	// Site is the callsite of the event that reached the allocated peak.
-	Site callsite.Site
+	// Site is the callsite of the event that reached the allocated peak,
+	// and Place its place.
+	Site  callsite.Site
+	Place Place
 
 	// EmptyCache is the last event at which the program released cached
 	// segments itself, with torch.cuda.empty_cache(); BeforeRecording when
@@ -89,9 +91,12 @@ func Peak(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *PeakR
 		Complete:  tl.Initial == replay.Sample{} && len(tl.Caveats) == 0,
 	}
 	r.AllocatedAtReservedPeak = tl.Value(replay.Allocated, r.Reserved.Index)
+	pl := newPlacer(sn, tl, f)
 	r.Site = callsite.Site{Depth: -1, Reason: "the peak is the state before recording started"}
+	r.Place = Place{Site: r.Site}
 	if i := r.Allocated.Index; i >= 0 {
-		r.Site = f.Site(sn, tl.Trace.At(i).Stack)
+		r.Place = pl.event(i)
+		r.Site = r.Place.Site
 	}
 	r.EmptyCache = lastEmptyCache(sn, tl.Trace)
 	r.ReservedSince, r.AllocatedSince = r.Reserved, r.Allocated
@@ -123,7 +128,6 @@ func Peak(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *PeakR
 			best, bestAlloc = k, a
 		}
 	}
-	pl := newPlacer(sn, tl, f)
 	r.Persistent = pl.group(persistent)
 	r.Transient = pl.group(transient)
 

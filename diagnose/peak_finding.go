@@ -55,7 +55,7 @@ func (r *PeakReport) evidence() map[string]any {
 		"transient_callsites":  len(r.Transient),
 		"persistent_callsites": len(r.Persistent),
 		"end_allocated_bytes":  r.End.Allocated,
-		"peak_callsite":        r.Site.String(),
+		"peak_callsite":        r.Place.String(),
 	}
 }
 

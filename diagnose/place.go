@@ -81,10 +81,28 @@ func (p *placer) alloc(k int) Place {
 	if a.Start == replay.BeforeRecording || !engineSite(pl.Site) {
 		return pl
 	}
+	return p.engineAt(int(a.Start), pl)
+}
+
+// event is the place of trace event i's stack, placed as alloc places a
+// block allocated there.
+func (p *placer) event(i int) Place {
+	e := p.tl.Trace.At(i)
+	pl := p.stack(e.Stack)
+	if !engineSite(pl.Site) {
+		return pl
+	}
+	return p.engineAt(i, pl)
+}
+
+// engineAt is the place of a block allocated at event i by a thread
+// without Python frames, whose stack's own place is pl: the backward()
+// call it happened in, or pl when none is found.
+func (p *placer) engineAt(i int, pl Place) Place {
 	if p.engine == nil {
 		p.engine = newEngineScan(p.sn, p.tl.Trace, p.f)
 	}
-	call := p.engine.during(int(a.Start))
+	call := p.engine.during(i)
 	if call == nil {
 		return pl
 	}

@@ -72,7 +72,7 @@ func writePeak(b *strings.Builder, r *diagnose.PeakReport) {
 	if r.Complete {
 		exact = "torch's max_memory_allocated: recording covers the whole process"
 	}
-	p("    %-22s%11s  at %s, in %s; %s\n", "allocated peak", bytesOf(r.Allocated.Bytes), eventName(r.Allocated.Index), r.Site, exact)
+	p("    %-22s%11s  at %s, in %s; %s\n", "allocated peak", bytesOf(r.Allocated.Bytes), eventName(r.Allocated.Index), r.Place, exact)
 	p("    %-22s%11s  at %s, with %s allocated\n", "reserved peak", bytesOf(r.Reserved.Bytes), eventName(r.Reserved.Index), bytesOf(r.AllocatedAtReservedPeak))
 	p("    %-22s%11s  allocated, %s reserved\n", "at the end", bytesOf(r.End.Allocated), bytesOf(r.End.Reserved))
 	p("    %-22s%11s  outlive the trace on one side\n", "persistent at peak", bytesOf(r.PersistentBytes))
@@ -81,7 +81,7 @@ func writePeak(b *strings.Builder, r *diagnose.PeakReport) {
 	writeGroups(b, r.Transient)
 	if t := r.Largest; t != nil {
 		p("    without the largest transient (%s from %s) the peak would be %s (-%s)\n",
-			bytesOf(t.Bytes), t.Site, bytesOf(t.PeakWithout.Bytes), bytesOf(t.Saving(r.Allocated.Bytes)))
+			bytesOf(t.Bytes), t.Place, bytesOf(t.PeakWithout.Bytes), bytesOf(t.Saving(r.Allocated.Bytes)))
 	}
 }
 
@@ -92,7 +92,7 @@ func writeGroups(b *strings.Builder, gs []diagnose.SiteGroup) {
 			fmt.Fprintf(b, "      ... %s more\n", units.Plural(len(gs)-maxRows, "callsite"))
 			break
 		}
-		fmt.Fprintf(b, "      %11s  %4d  %s\n", bytesOf(g.Bytes), g.Count, g.Site)
+		fmt.Fprintf(b, "      %11s  %4d  %s\n", bytesOf(g.Bytes), g.Count, g.Place)
 	}
 }
 
@@ -130,7 +130,7 @@ func writeFrag(b *strings.Builder, r *diagnose.FragReport) {
 			if j == 2 {
 				break
 			}
-			p("        %11s  %4d  %s\n", bytesOf(g.Bytes), g.Count, g.Site)
+			p("        %11s  %4d  %s\n", bytesOf(g.Bytes), g.Count, g.Place)
 		}
 	}
 	for _, a := range r.Advice {
