@@ -37,6 +37,9 @@ const leakFix = "Tensors allocated here stay alive from one step to the next: so
 // steadily across the snapshots. Sites are matched by line of code, so an
 // optimizer state that moves to another address (seed 003) keeps its bytes
 // and is not a leak; block addresses only say how much stayed in place.
+// The places of one callsite (the lines below it that allocated) are
+// summed into its finding, each listed with its share, and named together
+// (diagnose.LeakCause).
 func (a *Analyzer) snapshotLeaks(ax axis, dev int, series []*deviceDigest) []diagnose.Finding {
 	keys := map[string]bool{}
 	for _, dd := range series {
@@ -44,48 +47,94 @@ func (a *Analyzer) snapshotLeaks(ax axis, dev int, series []*deviceDigest) []dia
 			keys[k] = true
 		}
 	}
-	var out []diagnose.Finding
+	var order []string
+	byCallsite := map[string][]string{}
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		bytes, requested, blocks := make([]int64, len(series)), make([]int64, len(series)), make([]int, len(series))
-		for i, dd := range series {
-			if u := dd.sites[k]; u != nil {
-				bytes[i], requested[i], blocks[i] = u.bytes, u.requested, len(u.blocks)
-			}
+		g := k
+		if st := a.sites.get(k); st.Known() {
+			g = st.Site.Key()
 		}
-		t := fit(ax.xs, bytes)
-		requestedPerStep := trend.TheilSen(ax.xs, requested)
-		// With two snapshots a site that appears in the second may be a
-		// one-off allocation; only growth beside blocks that were already
-		// there counts. Blocks that grow while the bytes asked for do not
-		// are the same tensors in blocks rounded differently.
-		if !growing(t, minLeakPerStep) || (len(series) == 2 && bytes[0] == 0) || requestedPerStep <= 0 {
-			continue
+		if byCallsite[g] == nil {
+			order = append(order, g)
 		}
-		sev := leakSeverity(t.PerStep)
-		if len(series) == 2 && sev == diagnose.High {
-			sev = diagnose.Medium
+		byCallsite[g] = append(byCallsite[g], k)
+	}
+	var out []diagnose.Finding
+	for _, g := range order {
+		if f, ok := a.callsiteLeak(ax, dev, series, byCallsite[g]); ok {
+			out = append(out, f)
 		}
-		st := a.sites.get(k)
-		ev := ax.evidence()
-		ev["live_bytes"] = bytes
-		ev["blocks"] = blocks
-		ev["blocks_kept_in_place"] = keptBlocks(series[0].sites[k], series[len(series)-1].sites[k])
-		ev["requested_bytes_per_step"] = int64(math.Round(requestedPerStep))
-		ev["steadiness"] = round2(t.Steadiness)
-		f := diagnose.Finding{
-			Kind:         diagnose.KindLeak,
-			Severity:     sev,
-			Title:        fmt.Sprintf("%s keeps %s more live memory every %s%s", st.name(), units.Bytes(math.Round(t.PerStep)), ax.per, st.allocatedIn()),
-			Bytes:        t.Last - t.First,
-			BytesPerStep: int64(math.Round(t.PerStep)),
-			Evidence:     ev,
-			Fix:          leakFix,
-			Device:       dev,
-		}
-		st.blame(&f)
-		out = append(out, f)
 	}
 	return out
+}
+
+// callsiteLeak judges the summed live bytes of one callsite's places
+// (site keys) across the snapshots.
+func (a *Analyzer) callsiteLeak(ax axis, dev int, series []*deviceDigest, keys []string) (diagnose.Finding, bool) {
+	bytes, requested, blocks := make([]int64, len(series)), make([]int64, len(series)), make([]int, len(series))
+	kept := 0
+	var parts []diagnose.LeakPart
+	var rows []string
+	var largest *site
+	var largestPerStep float64
+	for _, k := range keys {
+		own := make([]int64, len(series))
+		for i, dd := range series {
+			if u := dd.sites[k]; u != nil {
+				own[i] = u.bytes
+				bytes[i] += u.bytes
+				requested[i] += u.requested
+				blocks[i] += len(u.blocks)
+			}
+		}
+		kept += keptBlocks(series[0].sites[k], series[len(series)-1].sites[k])
+		st := a.sites.get(k)
+		perStep := trend.TheilSen(ax.xs, own)
+		if largest == nil || perStep > largestPerStep {
+			largest, largestPerStep = st, perStep
+		}
+		if perStep > 0 {
+			parts = append(parts, diagnose.LeakPart{Origin: st.Origin, PerStep: int64(math.Round(perStep))})
+			rows = append(rows, fmt.Sprintf("%s per %s from %s%s", units.Bytes(math.Round(perStep)), ax.per, st.name(), st.allocatedIn()))
+		}
+	}
+	t := fit(ax.xs, bytes)
+	requestedPerStep := trend.TheilSen(ax.xs, requested)
+	// With two snapshots a site that appears in the second may be a
+	// one-off allocation; only growth beside blocks that were already
+	// there counts. Blocks that grow while the bytes asked for do not
+	// are the same tensors in blocks rounded differently.
+	if !growing(t, minLeakPerStep) || (len(series) == 2 && bytes[0] == 0) || requestedPerStep <= 0 {
+		return diagnose.Finding{}, false
+	}
+	sev := leakSeverity(t.PerStep)
+	if len(series) == 2 && sev == diagnose.High {
+		sev = diagnose.Medium
+	}
+	ev := ax.evidence()
+	ev["live_bytes"] = bytes
+	ev["blocks"] = blocks
+	ev["blocks_kept_in_place"] = kept
+	ev["requested_bytes_per_step"] = int64(math.Round(requestedPerStep))
+	ev["steadiness"] = round2(t.Steadiness)
+	where := largest.allocatedIn()
+	if len(parts) > 1 {
+		ev["origins"] = rows
+		where = ""
+	}
+	f := diagnose.Finding{
+		Kind:         diagnose.KindLeak,
+		Severity:     sev,
+		Title:        fmt.Sprintf("%s keeps %s more live memory every %s%s", largest.name(), units.Bytes(math.Round(t.PerStep)), ax.per, where),
+		Bytes:        t.Last - t.First,
+		BytesPerStep: int64(math.Round(t.PerStep)),
+		Evidence:     ev,
+		Fix:          leakFix,
+		Device:       dev,
+	}
+	largest.blame(&f)
+	diagnose.LeakCause(parts).Apply(&f)
+	return f, true
 }
 
 // keptBlocks counts the blocks of first that are still at the same address

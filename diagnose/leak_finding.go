@@ -1,7 +1,11 @@
 package diagnose
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+
+	"github.com/vramscope/vramscope/callsite"
 
 	"github.com/vramscope/vramscope/internal/units"
 )
@@ -18,15 +22,78 @@ const (
 )
 
 // Findings returns one leak finding per leaking callsite, largest growth
-// first.
+// first. The places of one callsite (the lines below it that allocated)
+// are measured apart and reported together, each with its share, and
+// with the cause they show together (LeakCause).
 func (r *LeakReport) Findings() []Finding {
 	out := []Finding{}
+	var order []string
+	parts := map[string][]*SiteGrowth{}
 	for i := range r.Sites {
-		if s := &r.Sites[i]; s.Leak {
-			out = append(out, r.finding(s))
+		s := &r.Sites[i]
+		if !s.Leak {
+			continue
 		}
+		k := s.key
+		if s.Site.Known() && s.Backward == nil {
+			k = s.Site.Key()
+		}
+		if parts[k] == nil {
+			order = append(order, k)
+		}
+		parts[k] = append(parts[k], s)
 	}
+	for _, k := range order {
+		out = append(out, r.callsiteFinding(parts[k]))
+	}
+	slices.SortStableFunc(out, func(a, b Finding) int { return cmp.Compare(b.BytesPerStep, a.BytesPerStep) })
 	return out
+}
+
+// callsiteFinding is the finding of one callsite's leaking places, the
+// largest first.
+func (r *LeakReport) callsiteFinding(places []*SiteGrowth) Finding {
+	slices.SortStableFunc(places, func(a, b *SiteGrowth) int { return cmp.Compare(b.PerStep, a.PerStep) })
+	lp := make([]LeakPart, len(places))
+	for i, s := range places {
+		lp[i] = LeakPart{Origin: s.Origin, PerStep: s.PerStep}
+	}
+	if len(places) == 1 {
+		fd := r.finding(places[0])
+		LeakCause(lp).apply(&fd)
+		return fd
+	}
+	sum := *places[0]
+	sum.Live, sum.Requested, sum.Born = slices.Clone(sum.Live), slices.Clone(sum.Requested), slices.Clone(sum.Born)
+	rows := []string{}
+	for i, s := range places {
+		if i > 0 {
+			addTo(sum.Live, s.Live)
+			addTo(sum.Requested, s.Requested)
+			addTo(sum.Born, s.Born)
+			sum.AtEnd += s.AtEnd
+		}
+		rows = append(rows, fmt.Sprintf("%s per step from %s", units.Bytes(s.PerStep), s.Place))
+	}
+	sum.Growth = judge(sum.Live, sum.Requested)
+	sum.Leak = true // each place leaks; together they do
+	largest := places[0].Origin
+	sum.Origin = callsite.Origin{} // several lines below the callsite: the title names the callsite
+	fd := r.finding(&sum)
+	if largest.Below(sum.Site) {
+		o := NewFrame(largest.Frame)
+		fd.Origin, fd.AllocatedVia = &o, NewStack(largest.Via)
+	}
+	fd.Evidence["origins"] = rows
+	LeakCause(lp).apply(&fd)
+	return fd
+}
+
+// addTo adds b to a element-wise.
+func addTo(a, b []int64) {
+	for i := range min(len(a), len(b)) {
+		a[i] += b[i]
+	}
 }
 
 // finding describes one leaking site with the numbers that make the case:

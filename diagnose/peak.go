@@ -1,6 +1,8 @@
 package diagnose
 
 import (
+	"slices"
+
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
@@ -45,6 +47,9 @@ type PeakReport struct {
 	// so a different schedule (chunking, freeing earlier) could avoid them.
 	Persistent, Transient           []SiteGroup
 	PersistentBytes, TransientBytes int64
+
+	// Cause is the pattern recognised at the peak (a dtype upcast), or nil.
+	Cause *NamedCause
 
 	// Largest is the largest transient block at the peak (nil if none).
 	Largest *Transient
@@ -130,6 +135,7 @@ func Peak(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *PeakR
 	}
 	r.Persistent = pl.group(persistent)
 	r.Transient = pl.group(transient)
+	r.Cause = upcastCause(pl, append(slices.Clone(persistent), transient...), r.Allocated.Bytes)
 
 	if best >= 0 {
 		a := &bestAlloc

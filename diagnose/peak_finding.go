@@ -31,16 +31,24 @@ func (r *PeakReport) Findings() []Finding {
 	if r.Allocated.Bytes <= 0 {
 		return nil
 	}
-	if t := r.Largest; t != nil && lowers(r.Allocated.Bytes, t.PeakWithout.Bytes) {
-		return []Finding{r.transientFinding(t)}
-	}
-	if l := r.Line; l != nil && lowers(r.Allocated.Bytes, l.PeakWithout.Bytes) {
-		return []Finding{r.lineFinding(l)}
-	}
-	if len(r.Persistent) == 0 {
+	var fd Finding
+	switch {
+	case r.Largest != nil && lowers(r.Allocated.Bytes, r.Largest.PeakWithout.Bytes):
+		fd = r.transientFinding(r.Largest)
+	case r.Line != nil && lowers(r.Allocated.Bytes, r.Line.PeakWithout.Bytes):
+		fd = r.lineFinding(r.Line)
+	case len(r.Persistent) > 0:
+		fd = r.persistentFinding()
+	default:
 		return nil
 	}
-	return []Finding{r.persistentFinding()}
+	if c := r.Cause; c != nil {
+		// The what-if stays: it says how much the fix is worth.
+		whatIf := fd.Fix
+		c.apply(&fd)
+		fd.Fix += " " + whatIf
+	}
+	return []Finding{fd}
 }
 
 // evidence is what every peak finding quotes.

@@ -29,7 +29,7 @@ func (p Place) Key() string {
 		k += "|" + p.Origin.Key()
 	}
 	if p.Backward != nil {
-		k += "|backward"
+		k += "|backward:" + p.Backward.Node
 	}
 	return k
 }
