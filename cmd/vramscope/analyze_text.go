@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/vramscope/vramscope/analyze"
+	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/internal/units"
 )
@@ -126,9 +127,12 @@ func writeFinding(b *strings.Builder, n int, f diagnose.Finding, device string) 
 	}
 	fmt.Fprintf(b, "  %d. [%s %s%s] %s\n", n, f.Severity, f.Kind, where, f.Title)
 	low := f.Severity == diagnose.Low
+	if f.Origin != nil {
+		fmt.Fprintf(b, "     allocated in %s%s\n", frameText(*f.Origin), quote(*f.Origin))
+	}
 	switch {
 	case f.Callsite != nil:
-		fmt.Fprintf(b, "     at %s\n", frameText(*f.Callsite))
+		fmt.Fprintf(b, "     at %s%s\n", frameText(*f.Callsite), quote(*f.Callsite))
 		for _, fr := range f.Stack {
 			if fr != *f.Callsite && !low {
 				fmt.Fprintf(b, "        from %s\n", frameText(fr))
@@ -164,6 +168,23 @@ func findingDevice(pr analyze.Process, f diagnose.Finding) string {
 		return ""
 	}
 	return fmt.Sprintf("cuda:%d", f.Device)
+}
+
+// sources quotes the lines of findings' frames from files that exist on
+// this machine; nil quotes nothing (the golden tests, whose fixtures name
+// files that exist on some machines only).
+var sources = &callsite.Source{}
+
+// quote is ": `the line's text`" for a frame whose file is readable here,
+// else "".
+func quote(fr diagnose.Frame) string {
+	if sources == nil {
+		return ""
+	}
+	if text, ok := sources.Line(fr.File, fr.Line); ok {
+		return ": `" + text + "`"
+	}
+	return ""
 }
 
 func frameText(fr diagnose.Frame) string {

@@ -65,11 +65,11 @@ def logits_kwargs(model, keep):
 
 
 def line_of(path, text):
-    """1-based number of the first line of path holding text (skipping lines that merely ask for it)."""
+    """1-based number of the first line of path whose code starts with text."""
     try:
         with open(path) as f:
             for i, line in enumerate(f, 1):
-                if text in line and "line_of(" not in line:
+                if line.strip().startswith(text):
                     return i
     except OSError:
         return None
