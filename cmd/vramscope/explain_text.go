@@ -79,9 +79,15 @@ func writePeak(b *strings.Builder, r *diagnose.PeakReport) {
 	writeGroups(b, r.Persistent)
 	p("    %-22s%11s  born and freed within the trace\n", "transient at peak", bytesOf(r.TransientBytes))
 	writeGroups(b, r.Transient)
-	if t := r.Largest; t != nil {
+	if t := r.Largest; t != nil && t.Saving(r.Allocated.Bytes) > 0 {
 		p("    without the largest transient (%s from %s) the peak would be %s (-%s)\n",
 			bytesOf(t.Bytes), t.Place, bytesOf(t.PeakWithout.Bytes), bytesOf(t.Saving(r.Allocated.Bytes)))
+	} else if t != nil {
+		p("    without the largest transient (%s from %s) the peak stays: another block reaches it\n", bytesOf(t.Bytes), t.Place)
+	}
+	if l := r.Line; l != nil {
+		p("    without all %s from %s the peak would be %s (-%s)\n",
+			units.Plural(l.Blocks, "transient block"), l.Place, bytesOf(l.PeakWithout.Bytes), bytesOf(r.Allocated.Bytes-l.PeakWithout.Bytes))
 	}
 }
 
