@@ -87,8 +87,8 @@ func (r *PeakReport) transientFinding(t *Transient) Finding {
 		Bytes:    r.Allocated.Bytes,
 		Device:   r.Device,
 		Evidence: ev,
-		Fix: fmt.Sprintf("%s allocates %s that is freed again before the end; computing it in chunks, or freeing what it replaces before it is created, lowers the peak from %s to %s (-%s)",
-			t.Place, units.Bytes(t.Bytes), units.Bytes(r.Allocated.Bytes), units.Bytes(t.PeakWithout.Bytes), units.Bytes(saving)),
+		Fix: fmt.Sprintf("%s allocates %s that is freed again before the end; %s lowers the peak from %s to %s (-%s)",
+			t.Place, units.Bytes(t.Bytes), trimming(t.Place, false), units.Bytes(r.Allocated.Bytes), units.Bytes(t.PeakWithout.Bytes), units.Bytes(saving)),
 	}
 	placeFinding(&fd, t.Place, t.Stack)
 	return fd
@@ -116,11 +116,25 @@ func (r *PeakReport) lineFinding(l *TransientLine) Finding {
 		Device:   r.Device,
 		Evidence: ev,
 		Fix: fmt.Sprintf("%s allocates %s that %s freed again before the end; removing only the largest barely moves the peak, since the next one reaches it again, "+
-			"but computing them in chunks, or freeing what they replace before they are created, lowers the peak from %s to %s (-%s)",
-			l.Place, units.Plural(l.Blocks, "block"), isAre(l.Blocks), units.Bytes(r.Allocated.Bytes), units.Bytes(l.PeakWithout.Bytes), units.Bytes(saving)),
+			"but %s lowers the peak from %s to %s (-%s)",
+			l.Place, units.Plural(l.Blocks, "block"), isAre(l.Blocks), trimming(l.Place, true), units.Bytes(r.Allocated.Bytes), units.Bytes(l.PeakWithout.Bytes), units.Bytes(saving)),
 	}
 	placeFinding(&fd, l.Place, l.Stack)
 	return fd
+}
+
+// trimming is how transient blocks from a place are avoided, for "…
+// lowers the peak": computed in chunks, or, for the autograd engine's
+// gradients, which are the size of what the forward computed, a smaller
+// batch or a chunked loss.
+func trimming(p Place, plural bool) string {
+	switch {
+	case p.Backward != nil:
+		return "a smaller batch, or a loss computed in chunks (the engine makes a gradient the size of each tensor it differentiates),"
+	case plural:
+		return "computing them in chunks, or freeing what they replace before they are created,"
+	}
+	return "computing it in chunks, or freeing what it replaces before it is created,"
 }
 
 // isAre agrees a verb with a count.
