@@ -91,3 +91,55 @@ func TestDepthSnapshots(t *testing.T) {
 		})
 	}
 }
+
+// TestNamedCausesOnFixtures: across every scenario recorded on the GPU, a
+// named cause is given where the scenario was built to show it and nowhere
+// else (healthy training, AdamW's buffers, the autograd engine's gradients
+// and the kept logits of train_deep_leak are no upcast, cache or graph).
+func TestNamedCausesOnFixtures(t *testing.T) {
+	want := map[string][]string{
+		"depth_eval_graph":      {"leak " + diagnose.CauseRetainedGraph},
+		"depth_kv_cache":        {"leak " + diagnose.CauseKVCache},
+		"depth_loss_upcast":     {"peak " + diagnose.CauseUpcast},
+		"depth_loss_upcast_all": {"peak " + diagnose.CauseUpcast},
+		"peak_upcast":           {"peak " + diagnose.CauseUpcast},
+	}
+	root := filepath.Join("..", "testdata", "scenarios", "out")
+	dirs, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range dirs {
+		if !d.IsDir() || strings.HasPrefix(d.Name(), "_") || d.Name() == "oom_messages" {
+			continue
+		}
+		n++
+		t.Run(d.Name(), func(t *testing.T) {
+			ins, _, err := inputs.Expand([]string{filepath.Join(root, d.Name())})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := New(Options{})
+			for _, in := range ins {
+				if in.Kind == inputs.Snapshot {
+					a.AddSnapshot(in, testutil.Snapshot(t, in.Path))
+				}
+			}
+			var got []string
+			for _, p := range a.Report().Processes {
+				for _, f := range p.Findings {
+					if c, ok := f.Evidence["cause"].(string); ok && f.Kind != diagnose.KindOOM {
+						got = append(got, string(f.Kind)+" "+c)
+					}
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(want[d.Name()], ",") {
+				t.Errorf("causes %q, want %q", got, want[d.Name()])
+			}
+		})
+	}
+	if n < 20 {
+		t.Fatalf("%d scenarios", n)
+	}
+}

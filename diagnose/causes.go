@@ -143,7 +143,9 @@ const minUpcastShare = 0.1
 // the trace that asks for exactly twice the bytes of a block allocated
 // before it and still live, the same elements in float32 instead of
 // bfloat16 or float16 (logits.float(), then log_softmax or cross_entropy
-// on the copy). allocs are the blocks allocated at the peak.
+// on the copy). allocs are the blocks allocated at the peak. The copy is
+// made by the program's own thread outside an optimizer: a gradient of the
+// autograd engine or an optimizer's buffer is never one.
 func upcastCause(pl *placer, allocs []int, peak int64) *NamedCause {
 	tl := pl.tl
 	byRequested := map[uint64]int{} // requested bytes -> the earliest block asking for them
@@ -156,7 +158,10 @@ func upcastCause(pl *placer, allocs []int, peak int64) *NamedCause {
 	best, base := -1, -1
 	for _, k := range allocs {
 		a := tl.Allocation(k)
-		if a.Start < 0 || a.Free == replay.LiveAtEnd || a.Requested%2 != 0 || float64(a.Requested) < minUpcastShare*float64(peak) {
+		// The autograd engine's gradients are the size of what they
+		// differentiate, often twice another tensor: no upcast.
+		if a.Start < 0 || a.Free == replay.LiveAtEnd || a.Requested%2 != 0 || float64(a.Requested) < minUpcastShare*float64(peak) ||
+			pl.alloc(k).Backward != nil || optimizerStack(pl.sn, a.Stack) {
 			continue
 		}
 		j, ok := byRequested[a.Requested/2]
@@ -193,6 +198,21 @@ func upcastCause(pl *placer, allocs []int, peak int64) *NamedCause {
 			"(for example Liger's fused linear cross-entropy) that never materialises the float32 logits.",
 		Evidence: ev,
 	}
+}
+
+// optimizerStack reports whether a stack runs a torch optimizer, whose
+// temporaries (Adam's foreach buffers) are sized by the parameters, not
+// copies of an activation.
+func optimizerStack(sn *snapshot.Snapshot, id snapshot.StackID) bool {
+	if id == snapshot.NoStack {
+		return false
+	}
+	for _, fid := range sn.Stack(id) {
+		if strings.Contains(strings.ReplaceAll(sn.Frames[fid].Filename, `\`, "/"), "torch/optim/") {
+			return true
+		}
+	}
+	return false
 }
 
 // lossOps are the torch functions that run on full logits.
