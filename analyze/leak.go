@@ -117,10 +117,12 @@ func (a *Analyzer) callsiteLeak(ax axis, dev int, series []*deviceDigest, keys [
 	ev["blocks_kept_in_place"] = kept
 	ev["requested_bytes_per_step"] = int64(math.Round(requestedPerStep))
 	ev["steadiness"] = round2(t.Steadiness)
-	where := largest.allocatedIn()
+	where := ""
+	if largest.Origin.Below(largest.Site) {
+		where = ", " + diagnose.AllocatedIn(largest.Origin, len(parts)-1)
+	}
 	if len(parts) > 1 {
 		ev["origins"] = rows
-		where = ""
 	}
 	f := diagnose.Finding{
 		Kind:         diagnose.KindLeak,

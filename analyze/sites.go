@@ -100,5 +100,5 @@ func (st *site) allocatedIn() string {
 	if !st.Origin.Below(st.Site) {
 		return ""
 	}
-	return ", allocated in " + st.Origin.String()
+	return ", " + diagnose.AllocatedIn(st.Origin, 0)
 }

@@ -51,6 +51,20 @@ type LeakPart struct {
 	PerStep int64
 }
 
+// AllocatedIn is how a title names the lines below a callsite where a
+// leak was allocated: "allocated in update (transformers/cache_utils.py:147)",
+// with "and 1 more line" when there are more; "" without an origin.
+func AllocatedIn(largest callsite.Origin, more int) string {
+	if !largest.Known() {
+		return ""
+	}
+	s := "allocated in " + largest.String()
+	if more > 0 {
+		s += " and " + units.Plural(more, "more line")
+	}
+	return s
+}
+
 // minGraphOrigins is how many distinct lines of a model's forward must leak
 // under one callsite to read as a kept autograd graph: a kept output is one
 // line (the last layer's), the activations behind it are many.

@@ -84,6 +84,9 @@ func (r *LeakReport) callsiteFinding(places []*SiteGrowth) Finding {
 		o := NewFrame(largest.Frame)
 		fd.Origin, fd.AllocatedVia = &o, NewStack(largest.Via)
 	}
+	if largest.Below(sum.Site) {
+		fd.Title += "; " + AllocatedIn(largest, len(places)-1)
+	}
 	fd.Evidence["origins"] = rows
 	LeakCause(lp).apply(&fd)
 	return fd
