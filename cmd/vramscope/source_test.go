@@ -35,7 +35,7 @@ func TestFindingQuotesSource(t *testing.T) {
 		Evidence: map[string]any{},
 	}
 	var b strings.Builder
-	writeFinding(&b, 1, f)
+	writeFinding(&b, 1, f, "")
 	for _, want := range []string{
 		"allocated in ForCausalLMLoss (" + lib + ":2): `logits = logits.float()`\n",
 		"at train_step (" + filepath.Join(dir, "absent.py") + ":75)\n",
