@@ -1,5 +1,7 @@
 package replay
 
+import "github.com/vramscope/vramscope/allocator"
+
 // allocRecord is how a Timeline keeps an Allocation: 20 bytes instead of
 // 64, for the 3.8 M allocations of the 996 MB bench file 72 MiB instead of
 // 232 (analyze's peak RSS 754 -> 592 MB). A traced block's address,
@@ -54,9 +56,9 @@ func (t *Timeline) Lifetime(k int) (start, free, end int) {
 // alone gives it back if its size and pool fit.
 func (t *Timeline) add(a *Allocation, pool int) int32 {
 	k := int32(len(t.allocs))
-	r := allocRecord{start: a.Start, free: a.Free, end: a.End, units: uint32(a.Size >> minBlockBits), pool: uint16(pool)}
+	r := allocRecord{start: a.Start, free: a.Free, end: a.End, units: uint32(a.Size >> allocator.MinBlockBits), pool: uint16(pool)}
 	// units round-trips unless the size has bits below 512 or from 2 TiB up.
-	if a.Origin != Traced || uint64(r.units)<<minBlockBits != a.Size || int(r.pool) != pool {
+	if a.Origin != Traced || uint64(r.units)<<allocator.MinBlockBits != a.Size || int(r.pool) != pool {
 		r.units, r.full = uint32(len(t.full)), true
 		t.full = append(t.full, *a)
 	}
@@ -69,7 +71,7 @@ func (t *Timeline) size(r *allocRecord) uint64 {
 	if r.full {
 		return t.full[r.units].Size
 	}
-	return uint64(r.units) << minBlockBits
+	return uint64(r.units) << allocator.MinBlockBits
 }
 
 // requested is r's requested size.

@@ -1,44 +1,23 @@
 package replay
 
-import "github.com/vramscope/vramscope/snapshot"
-
-// Allocator constants (c10/cuda/CUDACachingAllocator.cpp).
-const (
-	minBlockSize     = 1 << minBlockBits // kMinBlockSize (512): every request is rounded to a multiple of it
-	minBlockBits     = 9
-	smallSize        = 1 << 20 // kSmallSize: large-pool remainders must exceed it to be split off
-	smallSegmentSize = 2 << 20 // kSmallBuffer: a small-pool segment
+import (
+	"github.com/vramscope/vramscope/allocator"
+	"github.com/vramscope/vramscope/snapshot"
 )
 
-// RoundSize is the allocator's round_size without roundup_power2_divisions:
-// the block size a request of n bytes needs before any unsplit remainder is
-// added.
-func RoundSize(n uint64) uint64 {
-	if n < minBlockSize {
-		return minBlockSize
-	}
-	return (n + minBlockSize - 1) / minBlockSize * minBlockSize
-}
+// RoundSize is the allocator's round_size without roundup_power2_divisions
+// (allocator.RoundSize), kept here for the packages that round what the
+// replay reports.
+func RoundSize(n uint64) uint64 { return allocator.RoundSize(n) }
 
 // blockSize is the size of the block an allocation of rounded size r takes
-// from a free range of gap bytes: the allocator splits the remainder off only
-// when it can hold a block of its pool (should_split), otherwise the caller
-// gets the whole range.
+// from a free range of gap bytes in seg (allocator.BlockSize).
 func blockSize(gap, r uint64, seg *segment, maxSplit uint64) uint64 {
-	if gap <= r {
-		return gap
+	pool := allocator.Large
+	if seg.typ == snapshot.Small {
+		pool = allocator.Small
 	}
-	rem := gap - r
-	if seg.typ == snapshot.Small || seg.expandable {
-		if rem >= minBlockSize {
-			return r
-		}
-		return gap
-	}
-	if r < maxSplit && rem > smallSize {
-		return r
-	}
-	return gap
+	return allocator.BlockSize(pool, seg.expandable, r, gap, maxSplit)
 }
 
 // layout is one device's allocator state during the forward replay: segments
@@ -117,7 +96,7 @@ func (l *layout) take(addr, requested, known uint64) (size uint64, seg int, ok b
 	start := addr
 	if !ok {
 		var found bool
-		if start, end, found = l.freeContaining(addr, minBlockSize); !found {
+		if start, end, found = l.freeContaining(addr, allocator.MinBlockSize); !found {
 			return r, seg, false
 		}
 		l.freeFrom.remove(start)

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"github.com/vramscope/vramscope/allocator"
 	"github.com/vramscope/vramscope/internal/hugepage"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -19,7 +20,7 @@ func (r *replayer) run() {
 	// Hundreds of MB of fresh output on the 996 MB bench file: on huge
 	// pages (newSeries advises its own), replay took 0.60-0.67 s instead
 	// of 0.82-0.90 s (page faults).
-	t.allocated, t.active = newSeries(n, minBlockBits), newSeries(n, minBlockBits)
+	t.allocated, t.active = newSeries(n, allocator.MinBlockBits), newSeries(n, allocator.MinBlockBits)
 	t.waste = newSeries(n, 0)
 	allocs := make([]allocRecord, 0, len(t.allocs)+r.counts[snapshot.ActionAlloc])
 	hugepage.Advise(allocs)
@@ -302,8 +303,8 @@ func (b blockRef) index() int32 { return int32(b >> 32) }
 
 // newBlockRef returns the ref of allocation k, of size bytes.
 func (r *replayer) newBlockRef(k int32, size uint64) blockRef {
-	units := size >> minBlockBits
-	if units<<minBlockBits != size || units >= refWide {
+	units := size >> allocator.MinBlockBits
+	if units<<allocator.MinBlockBits != size || units >= refWide {
 		if r.wideSizes == nil {
 			r.wideSizes = map[int32]uint64{}
 		}
@@ -316,7 +317,7 @@ func (r *replayer) newBlockRef(k int32, size uint64) blockRef {
 // blockSize is the size of the block b refers to.
 func (r *replayer) blockSize(b blockRef) uint64 {
 	if units := uint64(b & refWide); units != refWide {
-		return units << minBlockBits
+		return units << allocator.MinBlockBits
 	}
 	return r.wideSizes[b.index()]
 }

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"github.com/vramscope/vramscope/allocator"
 	"slices"
 
 	"github.com/vramscope/vramscope/snapshot"
@@ -162,7 +163,7 @@ func guessSegmentInfo(e snapshot.Event) segmentInfo {
 		expandable: e.Action == snapshot.ActionSegmentMap || e.Action == snapshot.ActionSegmentUnmap,
 		stack:      e.Stack,
 	}
-	if e.Size == smallSegmentSize {
+	if e.Size == allocator.SmallBuffer {
 		info.typ = snapshot.Small
 	}
 	return info

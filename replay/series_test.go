@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"github.com/vramscope/vramscope/allocator"
 	"testing"
 
 	"github.com/vramscope/vramscope/snapshot"
@@ -16,10 +17,10 @@ func TestSeries(t *testing.T) {
 		values []int64
 		narrow bool // still uint32s after the last value
 	}{
-		{"block sizes", minBlockBits, []int64{0, 512, 3 * 512, 1 << 40, (1<<32 - 1) << minBlockBits, 0}, true},
-		{"not a multiple of 512", minBlockBits, []int64{512, 1024, 1536 + 1, 2048, 512}, false},
-		{"2^32 units", minBlockBits, []int64{512, 1 << 41, 512}, false},
-		{"negative", minBlockBits, []int64{512, -512, 0}, false},
+		{"block sizes", allocator.MinBlockBits, []int64{0, 512, 3 * 512, 1 << 40, (1<<32 - 1) << allocator.MinBlockBits, 0}, true},
+		{"not a multiple of 512", allocator.MinBlockBits, []int64{512, 1024, 1536 + 1, 2048, 512}, false},
+		{"2^32 units", allocator.MinBlockBits, []int64{512, 1 << 41, 512}, false},
+		{"negative", allocator.MinBlockBits, []int64{512, -512, 0}, false},
 		{"requested gaps", 0, []int64{0, 1, 511, 1<<32 - 1, 7}, true},
 		{"negative requested gap", 0, []int64{3, -1, 7}, false},
 		{"requested gap of 2^32", 0, []int64{3, 1 << 32, 7}, false},
