@@ -1,0 +1,315 @@
+// Package allocsim replays the requests of a PyTorch memory snapshot's
+// trace through a model of the CUDA caching allocator (package allocator
+// holds its size rules), to check the model against what the trace
+// recorded and to predict what the same run would have reserved, and
+// whether it would have run out of memory, under other allocator settings,
+// a memory cap or empty_cache() calls.
+//
+// The trace gives the requests exactly: every alloc with its requested
+// size and stream, every free in its recorded order (a free_completed long
+// after its free_requested is a record_stream free, kept where it was),
+// and the empty_cache() calls (a burst of segment_free/segment_unmap that
+// no allocation closes). The model works out the rest: rounding, the
+// block each request takes, splits and merges, and when device memory is
+// allocated, mapped, freed or unmapped.
+package allocsim
+
+import (
+	"fmt"
+
+	"github.com/vramscope/vramscope/allocator"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// Config is what a simulation runs under besides the allocator settings.
+type Config struct {
+	// Limit is allowed_memory_maximum, the cap that
+	// set_per_process_memory_fraction sets, in bytes; 0 for none. It also
+	// turns on garbage_collection_threshold.
+	Limit uint64
+	// Capacity is the device memory the process can get; 0: unbounded.
+	Capacity uint64
+	// DeviceMemory is the device's total memory (sizes an expandable
+	// reservation); 0 when unknown.
+	DeviceMemory uint64
+	// EmptyCacheAt are trace event indices before which empty_cache() is
+	// called, in addition to the calls the trace recorded.
+	EmptyCacheAt []int
+	// Bound gives new segments the addresses the trace recorded while the
+	// model's device calls agree with it (a validation replay).
+	Bound bool
+}
+
+// Point is reserved bytes after a trace event.
+type Point struct {
+	Event int    `json:"event"`
+	Bytes uint64 `json:"bytes"`
+}
+
+// Stats are a replay's outcome.
+type Stats struct {
+	MaxReserved     uint64  `json:"max_reserved_bytes"`
+	MaxAllocated    uint64  `json:"max_allocated_bytes"`
+	AllocatedAtPeak uint64  `json:"allocated_at_reserved_peak_bytes"`
+	DeviceAllocs    int     `json:"device_allocs"` // segment_alloc and segment_map
+	DeviceFrees     int     `json:"device_frees"`  // segment_free and segment_unmap
+	Retries         int     `json:"retries"`       // num_alloc_retries
+	Segments        int     `json:"-"`
+	Reserved        []Point `json:"-"`
+	OOM             *OOM    `json:"oom,omitempty"`
+}
+
+// FragmentationAtPeak is (reserved - allocated) / reserved at the reserved peak.
+func (s *Stats) FragmentationAtPeak() float64 {
+	if s.MaxReserved == 0 {
+		return 0
+	}
+	return float64(s.MaxReserved-s.AllocatedAtPeak) / float64(s.MaxReserved)
+}
+
+// OOM is the first request the allocator could not serve.
+type OOM struct {
+	Event     int               `json:"event"` // trace index of the request
+	Requested uint64            `json:"requested_bytes"`
+	Rounded   uint64            `json:"rounded_bytes"`
+	AllocSize uint64            `json:"alloc_size_bytes"` // what cudaMalloc was asked for
+	Stream    snapshot.StreamID `json:"stream"`
+	Stack     snapshot.StackID  `json:"-"`
+	Reserved  uint64            `json:"reserved_bytes"`
+	Limit     uint64            `json:"limit_bytes"`
+	Reason    string            `json:"reason"` // "memory fraction" or "device memory"
+}
+
+// Result is one device's replay.
+type Result struct {
+	Device   int
+	Settings allocator.Settings
+	Config   Config
+	Stats
+	// RecordedOOMSurvived: the trace recorded an OOM that this replay
+	// served; the rest of the trace is what the program did after
+	// catching it.
+	RecordedOOMSurvived int
+	events              []deviceEvent
+}
+
+// Run replays device's trace of sn under settings s and cfg. The
+// simulation stops at the first OOM, as the program would have.
+func Run(sn *snapshot.Snapshot, device int, s allocator.Settings, cfg Config) (*Result, error) {
+	tr, err := deviceTrace(sn, device)
+	if err != nil {
+		return nil, err
+	}
+	if s.Backend != "" && s.Backend != "native" {
+		return nil, fmt.Errorf("backend %s: only the native caching allocator is modelled", s.Backend)
+	}
+	in := scan(sn, tr, &s, 0)
+	var addrs addresser = &fresh{next_: 0x7e0000000000}
+	if cfg.Bound {
+		addrs = &bound{recorded: in.device, fresh: fresh{next_: 0x7e0000000000}}
+	}
+	m := newModel(s, cfg, sn.Stream, addrs)
+	res := &Result{Device: device, Settings: s, Config: cfg}
+	extra := map[int]bool{}
+	for _, i := range cfg.EmptyCacheAt {
+		extra[i] = true
+	}
+	live := map[uint64]*block{}    // by recorded address
+	waiting := map[uint64]*block{} // freed by the caller, not yet completed
+	for i := 0; i < tr.Len(); i++ {
+		m.at = i
+		if extra[i] || in.emptyCache[i] {
+			m.releaseCached()
+		}
+		e := tr.At(i)
+		switch e.Action {
+		case snapshot.ActionAlloc, snapshot.ActionOOM:
+			b, why := m.malloc(e.Size, e.Stream)
+			if b == nil {
+				size := s.Round(e.Size)
+				m.stats.OOM = &OOM{Event: i, Requested: e.Size, Rounded: size, AllocSize: s.SegmentSize(size),
+					Stream: e.Stream, Stack: e.Stack, Reserved: m.reserved, Limit: cfg.Limit, Reason: why.String()}
+				res.Stats, res.events = m.stats, m.events
+				return res, nil
+			}
+			if e.Action == snapshot.ActionOOM {
+				res.RecordedOOMSurvived++
+				m.release(b, false) // the program went on without it
+				continue
+			}
+			live[e.Addr] = b
+		case snapshot.ActionFreeRequested:
+			b := live[e.Addr]
+			if b == nil {
+				continue // allocated before recording started
+			}
+			delete(live, e.Addr)
+			if !in.hasCompleted {
+				m.release(b, false)
+				continue
+			}
+			m.release(b, true)
+			waiting[e.Addr] = b
+		case snapshot.ActionFreeCompleted:
+			if b := waiting[e.Addr]; b != nil {
+				delete(waiting, e.Addr)
+				if b.pending { // else an empty_cache or retry completed it earlier
+					m.freeBlock(b)
+				}
+			} else if b := live[e.Addr]; b != nil && !in.hasRequested {
+				delete(live, e.Addr)
+				m.release(b, false)
+			}
+		}
+		if m.reserved == m.stats.MaxReserved {
+			m.stats.AllocatedAtPeak = max(m.stats.AllocatedAtPeak, m.allocated)
+		}
+	}
+	res.Stats, res.events = m.stats, m.events
+	return res, nil
+}
+
+func (f failure) String() string {
+	switch f {
+	case overLimit:
+		return "memory fraction"
+	case overCapacity:
+		return "device memory"
+	}
+	return ""
+}
+
+func deviceTrace(sn *snapshot.Snapshot, device int) (snapshot.Trace, error) {
+	if device < 0 || device >= len(sn.Traces) {
+		return snapshot.Trace{}, fmt.Errorf("device %d: the snapshot has no trace for it", device)
+	}
+	tr := sn.Traces[device]
+	if tr.Len() == 0 {
+		return tr, fmt.Errorf("device %d: the trace is empty (history was not recorded): nothing to replay", device)
+	}
+	return tr, nil
+}
+
+// recorded is what one pass over a trace tells before the replay.
+type recorded struct {
+	device       []deviceEvent // the recorded segment events
+	emptyCache   map[int]bool  // events an empty_cache() call came before
+	hasRequested bool
+	hasCompleted bool
+	streams      map[snapshot.StreamID]bool
+	// lower and upper bound the cap the allocator ran under, from the
+	// device allocations that fitted and those that failed first (a release
+	// and retry, or an OOM); upper is 0 when none failed.
+	lower, upper uint64
+	net          int64 // bytes the trace reserved minus those it released
+}
+
+// scan finds the recorded device events and empty_cache() calls: a burst
+// of segment_free/segment_unmap (with the free_completed events of its
+// sync) that no segment_alloc, segment_map or oom closes, or whose stack
+// passes through empty_cache. Any other burst belongs to a malloc: its
+// release and retry after a failed cudaMalloc, or garbage collection.
+func scan(sn *snapshot.Snapshot, tr snapshot.Trace, s *allocator.Settings, start int64) recorded {
+	r := recorded{emptyCache: map[int]bool{}, streams: map[snapshot.StreamID]bool{}}
+	cur := start
+	burst, byCall := -1, false // the open burst, and whether its stack shows empty_cache
+	groupStart, mapAt := cur, int64(-1)
+	released := false
+	closeBurst := func(call bool) {
+		if burst >= 0 && (call || byCall) {
+			r.emptyCache[burst] = true
+			groupStart = cur
+		} else if burst >= 0 {
+			released = true
+		}
+		burst, byCall = -1, false
+	}
+	for i, e := range tr.All() {
+		switch e.Action {
+		case snapshot.ActionAlloc, snapshot.ActionOOM:
+			closeBurst(false)
+			r.streams[e.Stream] = true
+			alloc := s.SegmentSize(s.Round(e.Size))
+			if mapAt >= 0 {
+				r.lower = max(r.lower, uint64(mapAt)+alloc)
+			}
+			var bound uint64
+			switch {
+			case e.Action == snapshot.ActionOOM:
+				bound = uint64(cur) + alloc - 1
+			case released && mapAt >= 0 && s.GCThreshold == 0:
+				bound = uint64(groupStart) + alloc - 1
+			}
+			if bound > 0 && (r.upper == 0 || bound < r.upper) {
+				r.upper = bound
+			}
+			groupStart, mapAt, released = cur, -1, false
+		case snapshot.ActionFreeRequested:
+			r.hasRequested = true
+			closeBurst(true)
+			groupStart = cur
+		case snapshot.ActionFreeCompleted:
+			r.hasCompleted = true
+		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
+			closeBurst(false)
+			if mapAt < 0 {
+				mapAt = cur
+			}
+			cur += int64(e.Size)
+			r.net += int64(e.Size)
+			r.device = append(r.device, deviceEvent{Action: e.Action, Addr: e.Addr, Size: e.Size, At: i})
+		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
+			if burst < 0 {
+				burst = i
+			}
+			byCall = byCall || inEmptyCache(sn, e.Stack)
+			cur -= int64(e.Size)
+			r.net -= int64(e.Size)
+			r.device = append(r.device, deviceEvent{Action: e.Action, Addr: e.Addr, Size: e.Size, At: i})
+		default:
+			closeBurst(true)
+		}
+	}
+	closeBurst(true)
+	return r
+}
+
+// inEmptyCache reports whether a stack passes through torch.cuda.empty_cache.
+func inEmptyCache(sn *snapshot.Snapshot, id snapshot.StackID) bool {
+	if sn == nil || id == snapshot.NoStack || id == snapshot.EmptyStack {
+		return false
+	}
+	for _, f := range sn.Stack(id) {
+		if sn.Frames[f].Name == "empty_cache" {
+			return true
+		}
+	}
+	return false
+}
+
+// fresh hands out addresses that no segment had: ties between equal free
+// blocks then go to the older segment.
+type fresh struct{ next_ uint64 }
+
+func (f *fresh) next(_ snapshot.Action, size uint64, _ int) uint64 {
+	a := f.next_
+	f.next_ += (size + allocator.LargeBuffer - 1) / allocator.LargeBuffer * allocator.LargeBuffer
+	return a
+}
+
+// bound hands out the recorded addresses while the model's device events
+// match the recorded ones position by position.
+type bound struct {
+	recorded []deviceEvent
+	fresh
+}
+
+func (b *bound) next(a snapshot.Action, size uint64, emitted int) uint64 {
+	if emitted < len(b.recorded) {
+		r := b.recorded[emitted]
+		if r.Action == a && (r.Size == size || a == snapshot.ActionSegmentMap) {
+			return r.Addr
+		}
+	}
+	return b.fresh.next(a, size, emitted)
+}
