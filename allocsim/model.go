@@ -168,9 +168,9 @@ func (m *model) bestFit(key poolKey, size uint64) *block {
 type failure uint8
 
 const (
-	fitted        failure = iota
-	overLimit             // the per-process memory fraction
-	overCapacity          // the device's memory
+	fitted       failure = iota
+	overLimit            // the per-process memory fraction
+	overCapacity         // the device's memory
 )
 
 // room checks an allocation of n more bytes against the limit and the device.

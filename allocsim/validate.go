@@ -10,14 +10,14 @@ import (
 // Recorded is what the trace itself says about the run: its device calls,
 // reserved bytes and OOM, and what the replay can take from it.
 type Recorded struct {
-	Device        int
-	Settings      allocator.Settings
-	MaxReserved   uint64 `json:"max_reserved_bytes"`
-	DeviceAllocs  int    `json:"device_allocs"`
-	DeviceFrees   int    `json:"device_frees"`
-	EmptyCaches   int    `json:"empty_cache_calls"`
-	Streams       int    `json:"streams"`
-	OOM           *OOM   `json:"oom,omitempty"`
+	Device       int
+	Settings     allocator.Settings
+	MaxReserved  uint64 `json:"max_reserved_bytes"`
+	DeviceAllocs int    `json:"device_allocs"`
+	DeviceFrees  int    `json:"device_frees"`
+	EmptyCaches  int    `json:"empty_cache_calls"`
+	Streams      int    `json:"streams"`
+	OOM          *OOM   `json:"oom,omitempty"`
 	// StartReserved is what was reserved before the first kept event (the
 	// dump's segments minus what the trace reserved): 0 when recording
 	// started before any allocation and the ring buffer kept everything.
