@@ -35,11 +35,7 @@ func Parse(conf string) (Settings, error) {
 		if strings.TrimSpace(kv) == "" {
 			continue
 		}
-		key, val, ok := strings.Cut(kv, ":")
-		if !ok {
-			return s, fmt.Errorf("allocator setting %q: want key:value", kv)
-		}
-		if err := s.Set(strings.TrimSpace(key), strings.TrimSpace(val)); err != nil {
+		if err := s.SetPair(kv); err != nil {
 			return s, err
 		}
 	}
@@ -270,4 +266,13 @@ func (s Settings) String() string {
 		return "(defaults)"
 	}
 	return strings.Join(parts, ",")
+}
+
+// SetPair applies one KEY:VALUE pair, as --set gives it.
+func (s *Settings) SetPair(kv string) error {
+	key, val, ok := strings.Cut(kv, ":")
+	if !ok {
+		return fmt.Errorf("allocator setting %q: want KEY:VALUE", kv)
+	}
+	return s.Set(strings.TrimSpace(key), strings.TrimSpace(val))
 }

@@ -1,0 +1,109 @@
+package allocsim
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/vramscope/vramscope/allocator"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// Candidate is one fix to try: settings over the recorded ones, and
+// whether empty_cache() is called at the end of each step.
+type Candidate struct {
+	Name            string
+	Set             []string // KEY:VALUE pairs of PYTORCH_CUDA_ALLOC_CONF
+	EmptyCacheSteps bool
+}
+
+// Candidates are the fixes --recommend tries: expandable segments,
+// empty_cache() at step ends (when the trace has steps), a few
+// max_split_size_mb and garbage_collection_threshold values (the latter
+// only act under a memory cap) and roundup_power2_divisions.
+func Candidates(hasSteps, hasLimit bool) []Candidate {
+	cs := []Candidate{
+		{Name: "expandable_segments:True", Set: []string{"expandable_segments:True"}},
+	}
+	if hasSteps {
+		cs = append(cs,
+			Candidate{Name: "empty_cache() at step ends", EmptyCacheSteps: true},
+			Candidate{Name: "expandable_segments:True + empty_cache() at step ends", Set: []string{"expandable_segments:True"}, EmptyCacheSteps: true})
+	}
+	for _, mb := range []int{64, 128, 512} {
+		kv := fmt.Sprintf("max_split_size_mb:%d", mb)
+		cs = append(cs, Candidate{Name: kv, Set: []string{kv}})
+	}
+	if hasLimit {
+		for _, f := range []string{"0.6", "0.8"} {
+			kv := "garbage_collection_threshold:" + f
+			cs = append(cs, Candidate{Name: kv, Set: []string{kv}})
+		}
+	}
+	for _, d := range []int{4, 8} {
+		kv := fmt.Sprintf("roundup_power2_divisions:%d", d)
+		cs = append(cs, Candidate{Name: kv, Set: []string{kv}})
+	}
+	return cs
+}
+
+// Outcome is a candidate's simulated run.
+type Outcome struct {
+	Candidate
+	Settings allocator.Settings
+	Result   *Result
+	Err      error
+	// Worse: a higher reserved peak than the baseline, or an OOM where
+	// the baseline had none.
+	Worse bool
+}
+
+// Recommend simulates every candidate on top of the recorded settings
+// and cfg, in parallel, and ranks them: those that avoid an OOM first,
+// then by reserved peak. stepEnds are the trace indices where a step ends.
+func Recommend(sn *snapshot.Snapshot, rec *Recorded, cfg Config, stepEnds []int, baseline *Result, cands []Candidate) []Outcome {
+	out := make([]Outcome, len(cands))
+	var wg sync.WaitGroup
+	for i, c := range cands {
+		wg.Go(func() {
+			o := Outcome{Candidate: c, Settings: rec.Settings}
+			for _, kv := range c.Set {
+				if o.Err = o.Settings.SetPair(kv); o.Err != nil {
+					out[i] = o
+					return
+				}
+			}
+			ccfg := cfg
+			if c.EmptyCacheSteps {
+				ccfg.EmptyCacheAt = slices.Concat(cfg.EmptyCacheAt, stepEnds)
+			}
+			o.Result, o.Err = Run(sn, rec.Device, o.Settings, ccfg)
+			if o.Err == nil {
+				o.Worse = o.Result.OOM != nil && baseline.OOM == nil || o.Result.MaxReserved > baseline.MaxReserved
+			}
+			out[i] = o
+		})
+	}
+	wg.Wait()
+	slices.SortStableFunc(out, func(a, b Outcome) int {
+		if c := cmp.Compare(rank(a), rank(b)); c != 0 {
+			return c
+		}
+		if a.Err != nil || b.Err != nil {
+			return 0
+		}
+		return cmp.Compare(a.Result.MaxReserved, b.Result.MaxReserved)
+	})
+	return out
+}
+
+func rank(o Outcome) int {
+	switch {
+	case o.Err != nil:
+		return 2
+	case o.Result.OOM != nil:
+		return 1
+	}
+	return 0
+}

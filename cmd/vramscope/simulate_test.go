@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+)
+
+// TestSimulate runs simulate on the scenarios whose fix was recorded too:
+// its predictions are those recorded runs' numbers.
+func TestSimulate(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		reserved uint64 // the variant's recorded reserved peak
+		oom      bool
+	}{
+		{"expandable avoids frag_oom's OOM",
+			[]string{"--set", "expandable_segments:True", "testdata/scenarios/out/frag_oom/frag_oom.pickle.gz"}, 0, 2684354560, false},
+		{"the recorded settings keep the OOM, a CI gate trips",
+			[]string{"--fail-on", "oom", "testdata/scenarios/out/frag_oom/frag_oom.pickle.gz"}, exitGate, 0, true},
+		{"empty_cache at each step's end",
+			[]string{"--empty-cache-after", "step", "testdata/scenarios/out/frag_growth/step4/rollout_rank0_pid656.pickle.gz"}, 0, 677380096, false},
+		{"expandable segments on frag_growth",
+			[]string{"--set", "expandable_segments:True", "testdata/scenarios/out/frag_growth/step4/rollout_rank0_pid656.pickle.gz"}, 0, 587202560, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			args := append([]string{"simulate", "--json"}, tc.args...)
+			args[len(args)-1] = "../../" + args[len(args)-1]
+			if code := run(context.Background(), &out, &errb, args); code != tc.code {
+				t.Fatalf("exit %d, want %d: %s", code, tc.code, errb.String())
+			}
+			var r simulateReport
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Version != 1 || len(r.Devices) != 1 {
+				t.Fatalf("version %d, %d devices", r.Version, len(r.Devices))
+			}
+			d := r.Devices[0]
+			if !d.Validation.Exact {
+				t.Errorf("validation not exact: %s", d.Validation.FirstDivergence)
+			}
+			if d.Predicted.OOM != tc.oom || tc.reserved != 0 && d.Predicted.MaxReserved != tc.reserved {
+				t.Errorf("predicted reserved %d oom %v, want %d %v", d.Predicted.MaxReserved, d.Predicted.OOM, tc.reserved, tc.oom)
+			}
+		})
+	}
+}
+
+func TestSimulateRecommend(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), &out, &errb, []string{"simulate", "--json", "--recommend", "../../testdata/scenarios/out/frag_growth/step4/rollout_rank0_pid656.pickle.gz"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r simulateReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	recs := r.Devices[0].Recommendations
+	if len(recs) < 5 || recs[0].Settings != "expandable_segments:True" || recs[0].MaxReserved != 587202560 {
+		t.Fatalf("best candidate %+v of %d, want expandable_segments:True at 587202560 B", recs[0], len(recs))
+	}
+	worse := false
+	for _, c := range recs {
+		worse = worse || c.Worse && c.Name == "max_split_size_mb:64"
+	}
+	if !worse {
+		t.Error("max_split_size_mb:64 raises the peak (1.29 GiB against 1.13 GiB) but is not marked worse")
+	}
+}
