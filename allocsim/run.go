@@ -18,6 +18,7 @@ import (
 	"fmt"
 
 	"github.com/vramscope/vramscope/allocator"
+	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
@@ -35,6 +36,9 @@ type Config struct {
 	// EmptyCacheAt are trace event indices before which empty_cache() is
 	// called, in addition to the calls the trace recorded.
 	EmptyCacheAt []int
+	// Initial is the allocator's state at the first event, for a trace that
+	// starts late (Recorded.Initial); nil: an empty allocator.
+	Initial *replay.State
 	// Bound gives new segments the addresses the trace recorded while the
 	// model's device calls agree with it (a validation replay).
 	Bound bool
@@ -116,6 +120,9 @@ func Run(sn *snapshot.Snapshot, device int, s allocator.Settings, cfg Config) (*
 	}
 	live := map[uint64]*block{}    // by recorded address
 	waiting := map[uint64]*block{} // freed by the caller, not yet completed
+	if cfg.Initial != nil {
+		live, waiting = m.seed(cfg.Initial)
+	}
 	for i := 0; i < tr.Len(); i++ {
 		m.at = i
 		if extra[i] || in.emptyCache[i] {

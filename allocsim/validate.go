@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vramscope/vramscope/allocator"
+	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
@@ -27,8 +28,12 @@ type Recorded struct {
 	Limit, Capacity uint64
 	LimitNote       string
 	Reserved        []Point `json:"-"`
-	trace           snapshot.Trace
-	scan            recorded
+	// Initial is the state at the first event when the trace starts late
+	// (StartReserved != 0), rebuilt by the replay; put it in Config.
+	Initial    *replay.State
+	InitialErr error
+	trace      snapshot.Trace
+	scan       recorded
 }
 
 // Record reads device's trace of sn.
@@ -73,6 +78,9 @@ func Record(sn *snapshot.Snapshot, device int) (*Recorded, error) {
 		r.Reserved = append(r.Reserved, Point{Event: d.At, Bytes: uint64(max(cur, 0))})
 	}
 	r.findOOM(sn)
+	if r.StartReserved != 0 {
+		r.Initial, r.InitialErr = initialState(sn, device)
+	}
 	return r, nil
 }
 
@@ -144,7 +152,7 @@ type Validation struct {
 // recorded OOM implies) with the recorded addresses and compares the
 // device calls event by event.
 func Validate(sn *snapshot.Snapshot, rec *Recorded) (*Validation, *Result, error) {
-	cfg := Config{Limit: rec.Limit, Capacity: rec.Capacity, Bound: true}
+	cfg := Config{Limit: rec.Limit, Capacity: rec.Capacity, Initial: rec.Initial, Bound: true}
 	res, err := Run(sn, rec.Device, rec.Settings, cfg)
 	if err != nil {
 		return nil, nil, err
@@ -187,8 +195,11 @@ func notes(sn *snapshot.Snapshot, rec *Recorded) []string {
 	if sn.Settings == nil {
 		n = append(n, "the snapshot records no allocator settings (torch before 2.3): replayed with the defaults")
 	}
-	if rec.StartReserved != 0 {
-		n = append(n, fmt.Sprintf("the trace starts after %d bytes were already reserved (recording started late or the ring buffer dropped the start): the model starts from an empty allocator, so its reserved bytes and its choice of blocks are approximate", rec.StartReserved))
+	switch {
+	case rec.StartReserved != 0 && rec.Initial != nil:
+		n = append(n, fmt.Sprintf("the trace starts after %d bytes were already reserved (recording started late or the ring buffer dropped the start): the model starts from the state rebuilt from the dump's segments and the trace, where the block sizes of allocations made before the trace are inferred and the extent of expandable reservations is unknown", rec.StartReserved))
+	case rec.StartReserved != 0:
+		n = append(n, fmt.Sprintf("the trace starts after %d bytes were already reserved and the state before it could not be rebuilt (%v): the model starts from an empty allocator, so its reserved bytes are low by up to that", rec.StartReserved, rec.InitialErr))
 	}
 	if rec.Streams > 1 {
 		n = append(n, fmt.Sprintf("%d streams: frees that waited on record_stream events complete where the trace recorded them; a release that synced them mid-allocation is replayed before it", rec.Streams))

@@ -197,7 +197,7 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 			return simulateDevice{}, fmt.Errorf("--set: %w", err)
 		}
 	}
-	cfg := allocsim.Config{Limit: rec.Limit, Capacity: rec.Capacity, DeviceMemory: uint64(fl.deviceMemory.Bytes)}
+	cfg := allocsim.Config{Limit: rec.Limit, Capacity: rec.Capacity, DeviceMemory: uint64(fl.deviceMemory.Bytes), Initial: rec.Initial}
 	switch {
 	case fl.limit.set:
 		cfg.Limit = uint64(fl.limit.Bytes)
@@ -229,7 +229,7 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 	sd.Recorded = recordedRun(sn, rec, vres, filter)
 	sd.Predicted = simRunOf(sn, res, filter)
 	if fl.recommend {
-		base := allocsim.Config{Limit: cfg.Limit, Capacity: cfg.Capacity, DeviceMemory: cfg.DeviceMemory}
+		base := allocsim.Config{Limit: cfg.Limit, Capacity: cfg.Capacity, DeviceMemory: cfg.DeviceMemory, Initial: cfg.Initial}
 		baseline, err := allocsim.Run(sn, d, rec.Settings, base)
 		if err != nil {
 			return sd, err
