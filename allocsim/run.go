@@ -15,7 +15,9 @@
 package allocsim
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/vramscope/vramscope/allocator"
 	"github.com/vramscope/vramscope/replay"
@@ -107,7 +109,7 @@ func Run(sn *snapshot.Snapshot, device int, s allocator.Settings, cfg Config) (*
 	if s.Backend != "" && s.Backend != "native" {
 		return nil, fmt.Errorf("backend %s: only the native caching allocator is modelled", s.Backend)
 	}
-	in := scan(sn, tr, &s, 0)
+	in := scan(sn, device, tr, &s, 0)
 	var addrs addresser = &fresh{next_: 0x7e0000000000}
 	if cfg.Bound {
 		addrs = &bound{recorded: in.device, fresh: fresh{next_: 0x7e0000000000}}
@@ -216,18 +218,29 @@ type recorded struct {
 // sync) that no segment_alloc, segment_map or oom closes, or whose stack
 // passes through empty_cache. Any other burst belongs to a malloc: its
 // release and retry after a failed cudaMalloc, or garbage collection.
-func scan(sn *snapshot.Snapshot, tr snapshot.Trace, s *allocator.Settings, start int64) recorded {
+func scan(sn *snapshot.Snapshot, device int, tr snapshot.Trace, s *allocator.Settings, start int64) recorded {
 	r := recorded{emptyCache: map[int]bool{}, streams: map[snapshot.StreamID]bool{}}
+	stepEnds := annotationEnds(sn, device)
+	var lastBlockUS int64 // time of the last alloc or free
 	cur := start
 	burst, byCall := -1, false // the open burst, and whether its stack shows empty_cache
 	groupStart, mapAt := cur, int64(-1)
-	released := false
+	released := -1 // the burst of this malloc, if any
+	// A burst that a cudaMalloc closes is a release and retry, or an
+	// empty_cache() just before a cache miss: without a stack only the cap
+	// tells them apart, so each such burst keeps the cap it would imply
+	// and is judged once every allocation that fitted is known.
+	type retry struct {
+		burst int
+		bound uint64
+	}
+	var retries []retry
 	closeBurst := func(call bool) {
 		if burst >= 0 && (call || byCall) {
 			r.emptyCache[burst] = true
 			groupStart = cur
 		} else if burst >= 0 {
-			released = true
+			released = burst
 		}
 		burst, byCall = -1, false
 	}
@@ -235,23 +248,21 @@ func scan(sn *snapshot.Snapshot, tr snapshot.Trace, s *allocator.Settings, start
 		switch e.Action {
 		case snapshot.ActionAlloc, snapshot.ActionOOM:
 			closeBurst(false)
+			lastBlockUS = e.TimeUS
 			r.streams[e.Stream] = true
 			alloc := s.SegmentSize(s.Round(e.Size))
 			if mapAt >= 0 {
 				r.lower = max(r.lower, uint64(mapAt)+alloc)
 			}
-			var bound uint64
 			switch {
 			case e.Action == snapshot.ActionOOM:
-				bound = uint64(cur) + alloc - 1
-			case released && mapAt >= 0 && s.GCThreshold == 0:
-				bound = uint64(groupStart) + alloc - 1
+				r.tighten(uint64(cur) + alloc - 1)
+			case released >= 0 && mapAt >= 0 && s.GCThreshold == 0:
+				retries = append(retries, retry{released, uint64(groupStart) + alloc - 1})
 			}
-			if bound > 0 && (r.upper == 0 || bound < r.upper) {
-				r.upper = bound
-			}
-			groupStart, mapAt, released = cur, -1, false
+			groupStart, mapAt, released = cur, -1, -1
 		case snapshot.ActionFreeRequested:
+			lastBlockUS = e.TimeUS
 			r.hasRequested = true
 			closeBurst(true)
 			groupStart = cur
@@ -269,6 +280,9 @@ func scan(sn *snapshot.Snapshot, tr snapshot.Trace, s *allocator.Settings, start
 			if burst < 0 {
 				burst = i
 			}
+			if burst == i {
+				byCall = endsStep(stepEnds, lastBlockUS, e.TimeUS)
+			}
 			byCall = byCall || inEmptyCache(sn, e.Stack)
 			cur -= int64(e.Size)
 			r.net -= int64(e.Size)
@@ -278,7 +292,52 @@ func scan(sn *snapshot.Snapshot, tr snapshot.Trace, s *allocator.Settings, start
 		}
 	}
 	closeBurst(true)
+	for _, rt := range retries {
+		if rt.bound < r.lower {
+			r.emptyCache[rt.burst] = true // no cap lets every fitted allocation fit and this one fail
+			continue
+		}
+		r.tighten(rt.bound)
+	}
 	return r
+}
+
+// tighten lowers the cap's upper bound to b.
+func (r *recorded) tighten(b uint64) {
+	if r.upper == 0 || b < r.upper {
+		r.upper = b
+	}
+}
+
+// annotationEnds are the sorted times of device's record_function
+// annotations, each negated when it is a START: a step's end is an END
+// with no START after it.
+func annotationEnds(sn *snapshot.Snapshot, device int) []int64 {
+	var ts []int64
+	for _, a := range sn.Annotations {
+		if a.Device != device || a.TimeUS <= 0 {
+			continue
+		}
+		if a.Stage == "START" {
+			ts = append(ts, -a.TimeUS)
+		} else {
+			ts = append(ts, a.TimeUS)
+		}
+	}
+	slices.SortFunc(ts, func(a, b int64) int { return cmp.Compare(abs(a), abs(b)) })
+	return ts
+}
+
+func abs(t int64) int64 { return max(t, -t) }
+
+// endsStep reports whether the last annotation between from and to is an
+// END: a release burst there, right after a record_function ended and
+// before anything else was allocated or freed, is an empty_cache() at the
+// end of a step (without a stack, its only mark), not a retry inside the
+// next step's first allocation.
+func endsStep(anns []int64, from, to int64) bool {
+	i, _ := slices.BinarySearchFunc(anns, to+1, func(a, t int64) int { return cmp.Compare(abs(a), t) })
+	return i > 0 && anns[i-1] > 0 && anns[i-1] >= from
 }
 
 // inEmptyCache reports whether a stack passes through torch.cuda.empty_cache.

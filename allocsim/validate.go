@@ -61,7 +61,7 @@ func Record(sn *snapshot.Snapshot, device int) (*Recorded, error) {
 		}
 	}
 	start := max(final-net, 0)
-	in := scan(sn, tr, &s, start)
+	in := scan(sn, device, tr, &s, start)
 	r := &Recorded{Device: device, Settings: s, trace: tr, scan: in, Streams: len(in.streams),
 		EmptyCaches: len(in.emptyCache), StartReserved: final - net}
 	cur := start
