@@ -73,7 +73,7 @@ func (m *model) findExpandable(key poolKey, size uint64) *block {
 		}
 	}
 	base := m.addrs.next(snapshot.ActionSegmentMap, m.total, len(m.events))
-	seg := &segment{key: key, base: base, size: m.total, expandable: true}
+	seg := &segment{key: key, fs: m.freeSet(key), base: base, size: m.total, expandable: true}
 	b := &block{addr: base, size: m.total, seg: seg}
 	m.addUnmapped(b)
 	return b
@@ -119,7 +119,7 @@ func (m *model) unmapBlock(b *block) {
 		return
 	}
 	start, n := b.seg.base+lo, hi-lo
-	m.freeSet(b.seg.key).remove(b)
+	b.seg.fs.remove(b)
 	if before := start - b.addr; before > 0 {
 		f := &block{addr: b.addr, size: before, seg: b.seg, prev: b.prev, next: b, mapped: true}
 		if b.prev != nil {

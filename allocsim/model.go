@@ -68,7 +68,7 @@ func (m *model) freeSet(k poolKey) *freeSet {
 
 func (m *model) insertFree(b *block) {
 	b.gcBase = m.gcCount[b.seg.key.pool]
-	m.freeSet(b.seg.key).insert(b)
+	b.seg.fs.insert(b)
 }
 
 func (m *model) emit(a snapshot.Action, addr, size uint64) {
@@ -134,10 +134,7 @@ func (m *model) bestFit(key poolKey, size uint64) *block {
 	if m.gc {
 		m.gcCount[key.pool]++
 	}
-	fs := m.free[key]
-	if fs == nil {
-		return nil
-	}
+	fs := m.freeSet(key)
 	i := fs.lowerBound(size)
 	if i == len(*fs) {
 		return nil
@@ -197,7 +194,7 @@ func (m *model) allocBlock(key poolKey, size, allocSize uint64) (*block, failure
 		return nil, why
 	}
 	addr := m.addrs.next(snapshot.ActionSegmentAlloc, allocSize, len(m.events))
-	seg := &segment{key: key, base: addr, size: allocSize}
+	seg := &segment{key: key, fs: m.freeSet(key), base: addr, size: allocSize}
 	m.emit(snapshot.ActionSegmentAlloc, addr, allocSize)
 	m.stats.Segments++
 	return &block{addr: addr, size: allocSize, seg: seg, mapped: true}, fitted
@@ -205,7 +202,7 @@ func (m *model) allocBlock(key poolKey, size, allocSize uint64) (*block, failure
 
 // releaseBlock is release_block: cudaFree of a whole free segment.
 func (m *model) releaseBlock(b *block) {
-	m.freeSet(b.seg.key).remove(b)
+	b.seg.fs.remove(b)
 	m.emit(snapshot.ActionSegmentFree, b.addr, b.size)
 	m.stats.Segments--
 }
@@ -227,7 +224,7 @@ func (m *model) merge(dst, src *block) *block {
 		return dst
 	}
 	if src.mapped {
-		m.freeSet(src.seg.key).remove(src)
+		src.seg.fs.remove(src)
 	} else {
 		m.dropUnmapped(src)
 	}

@@ -78,7 +78,7 @@ func Recommend(sn *snapshot.Snapshot, rec *Recorded, cfg Config, stepEnds []int,
 			if c.EmptyCacheSteps {
 				ccfg.EmptyCacheAt = slices.Concat(cfg.EmptyCacheAt, stepEnds)
 			}
-			o.Result, o.Err = Run(sn, rec.Device, o.Settings, ccfg)
+			o.Result, o.Err = Run(sn, rec, o.Settings, ccfg)
 			if o.Err == nil {
 				o.Worse = o.Result.OOM != nil && baseline.OOM == nil || o.Result.MaxReserved > baseline.MaxReserved
 			}

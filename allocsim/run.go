@@ -99,36 +99,35 @@ type Result struct {
 	events              []deviceEvent
 }
 
-// Run replays device's trace of sn under settings s and cfg. The
-// simulation stops at the first OOM, as the program would have.
-func Run(sn *snapshot.Snapshot, device int, s allocator.Settings, cfg Config) (*Result, error) {
-	tr, err := deviceTrace(sn, device)
-	if err != nil {
-		return nil, err
-	}
+// Run replays rec's trace of sn under settings s and cfg. The simulation
+// stops at the first OOM, as the program would have.
+func Run(sn *snapshot.Snapshot, rec *Recorded, s allocator.Settings, cfg Config) (*Result, error) {
 	if s.Backend != "" && s.Backend != "native" {
 		return nil, fmt.Errorf("backend %s: only the native caching allocator is modelled", s.Backend)
 	}
-	in := scan(sn, device, tr, &s, 0)
+	tr, in := rec.trace, &rec.scan
 	var addrs addresser = &fresh{next_: 0x7e0000000000}
 	if cfg.Bound {
 		addrs = &bound{recorded: in.device, fresh: fresh{next_: 0x7e0000000000}}
 	}
 	m := newModel(s, cfg, sn.Stream, addrs)
-	res := &Result{Device: device, Settings: s, Config: cfg}
-	extra := map[int]bool{}
-	for _, i := range cfg.EmptyCacheAt {
-		extra[i] = true
-	}
+	res := &Result{Device: rec.Device, Settings: s, Config: cfg}
+	// The empty_cache() calls, recorded and added, in trace order.
+	calls := slices.Concat(in.emptyCalls, cfg.EmptyCacheAt)
+	slices.Sort(calls)
 	live := map[uint64]*block{}    // by recorded address
 	waiting := map[uint64]*block{} // freed by the caller, not yet completed
 	if cfg.Initial != nil {
 		live, waiting = m.seed(cfg.Initial)
 	}
-	for i := 0; i < tr.Len(); i++ {
+	n := tr.Len()
+	for i := 0; i < n; i++ {
 		m.at = i
-		if extra[i] || in.emptyCache[i] {
+		if len(calls) > 0 && calls[0] == i {
 			m.releaseCached()
+			for len(calls) > 0 && calls[0] == i {
+				calls = calls[1:]
+			}
 		}
 		e := tr.At(i)
 		switch e.Action {
@@ -156,6 +155,14 @@ func Run(sn *snapshot.Snapshot, device int, s allocator.Settings, cfg Config) (*
 			if !in.hasCompleted {
 				m.release(b, false)
 				continue
+			}
+			if i+1 < n && !(len(calls) > 0 && calls[0] == i+1) {
+				// Most frees complete at once: skip the pending state.
+				if f := tr.At(i + 1); f.Action == snapshot.ActionFreeCompleted && f.Addr == e.Addr {
+					m.release(b, false)
+					i++
+					continue
+				}
 			}
 			m.release(b, true)
 			waiting[e.Addr] = b
@@ -203,6 +210,7 @@ func deviceTrace(sn *snapshot.Snapshot, device int) (snapshot.Trace, error) {
 type recorded struct {
 	device       []deviceEvent // the recorded segment events
 	emptyCache   map[int]bool  // events an empty_cache() call came before
+	emptyCalls   []int         // the same, in order
 	hasRequested bool
 	hasCompleted bool
 	streams      map[snapshot.StreamID]bool
@@ -299,6 +307,10 @@ func scan(sn *snapshot.Snapshot, device int, tr snapshot.Trace, s *allocator.Set
 		}
 		r.tighten(rt.bound)
 	}
+	for i := range r.emptyCache {
+		r.emptyCalls = append(r.emptyCalls, i)
+	}
+	slices.Sort(r.emptyCalls)
 	return r
 }
 

@@ -29,7 +29,8 @@ func (m *model) seed(st *replay.State) (live, waiting map[uint64]*block) {
 		if s.Type == snapshot.Small {
 			pool = allocator.Small
 		}
-		seg := &segment{key: poolKey{s.Stream, pool}, base: s.Address, size: s.TotalSize, expandable: s.Expandable}
+		key := poolKey{s.Stream, pool}
+		seg := &segment{key: key, fs: m.freeSet(key), base: s.Address, size: s.TotalSize, expandable: s.Expandable}
 		if s.Expandable {
 			seg.mapped = s.TotalSize
 		}

@@ -32,6 +32,7 @@ func (b *block) usable() bool { return b != nil && !b.allocated && !b.pending }
 // the mapped pages count as reserved).
 type segment struct {
 	key        poolKey
+	fs         *freeSet // its pool's free set on its stream
 	base, size uint64
 	expandable bool
 	mapped     uint64 // mapped bytes of an expandable reservation

@@ -66,7 +66,11 @@ func TestTruthWhatIfs(t *testing.T) {
 			if run.EmptyCache {
 				cfg.EmptyCacheAt = AnnotationEnds(sn, 0, steps)
 			}
-			res, err := Run(sn, 0, s, cfg)
+			rec, err := Record(sn, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Run(sn, rec, s, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -153,7 +153,7 @@ type Validation struct {
 // device calls event by event.
 func Validate(sn *snapshot.Snapshot, rec *Recorded) (*Validation, *Result, error) {
 	cfg := Config{Limit: rec.Limit, Capacity: rec.Capacity, Initial: rec.Initial, Bound: true}
-	res, err := Run(sn, rec.Device, rec.Settings, cfg)
+	res, err := Run(sn, rec, rec.Settings, cfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -55,7 +55,7 @@ func TestWhatIfAgainstRecordedVariants(t *testing.T) {
 					t.Fatal("no annotation matched")
 				}
 			}
-			res, err := Run(base, 0, s, cfg)
+			res, err := Run(base, brec, s, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -187,10 +187,6 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 	if err != nil {
 		return simulateDevice{}, err
 	}
-	v, vres, err := allocsim.Validate(sn, rec)
-	if err != nil {
-		return simulateDevice{}, fmt.Errorf("device %d: validation: %w", d, err)
-	}
 	s := rec.Settings
 	for _, kv := range fl.set {
 		if err := s.SetPair(kv); err != nil {
@@ -204,6 +200,18 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 	case fl.fraction > 0:
 		cfg.Limit = uint64(fl.fraction * float64(fl.deviceMemory.Bytes))
 	}
+	// The validation and the simulation are independent replays: on two
+	// cores, simulating costs about one replay more than decoding.
+	var (
+		v    *allocsim.Validation
+		vres *allocsim.Result
+		verr error
+		done = make(chan struct{})
+	)
+	go func() {
+		v, vres, verr = allocsim.Validate(sn, rec)
+		close(done)
+	}()
 	tr := sn.Traces[d]
 	var stepEnds []int
 	for _, st := range diagnose.TraceSteps(sn, d, tr, filter).Steps {
@@ -217,7 +225,11 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 	case re != nil:
 		cfg.EmptyCacheAt = allocsim.AnnotationEnds(sn, d, re)
 	}
-	res, err := allocsim.Run(sn, d, s, cfg)
+	res, err := allocsim.Run(sn, rec, s, cfg)
+	<-done
+	if verr != nil {
+		return simulateDevice{}, fmt.Errorf("device %d: validation: %w", d, verr)
+	}
 	if err != nil {
 		return simulateDevice{}, fmt.Errorf("device %d: %w", d, err)
 	}
@@ -230,7 +242,7 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 	sd.Predicted = simRunOf(sn, res, filter)
 	if fl.recommend {
 		base := allocsim.Config{Limit: cfg.Limit, Capacity: cfg.Capacity, DeviceMemory: cfg.DeviceMemory, Initial: cfg.Initial}
-		baseline, err := allocsim.Run(sn, d, rec.Settings, base)
+		baseline, err := allocsim.Run(sn, rec, rec.Settings, base)
 		if err != nil {
 			return sd, err
 		}
