@@ -196,14 +196,17 @@ func (f failure) String() string {
 }
 
 func deviceTrace(sn *snapshot.Snapshot, device int) (snapshot.Trace, error) {
-	if device < 0 || device >= len(sn.Traces) {
-		return snapshot.Trace{}, fmt.Errorf("device %d: the snapshot has no trace for it", device)
+	const need = "simulate needs the allocation requests of a trace (torch.cuda.memory._record_memory_history(max_entries=...) before the run); stats and explain still read the dump's segments"
+	if device < 0 || device >= len(sn.Traces) || sn.Traces[device].Len() == 0 {
+		return snapshot.Trace{}, fmt.Errorf("device %d: the snapshot holds no trace (history not recorded, or torch before 2.0): %s", device, need)
 	}
 	tr := sn.Traces[device]
-	if tr.Len() == 0 {
-		return tr, fmt.Errorf("device %d: the trace is empty (history was not recorded): nothing to replay", device)
+	for _, e := range tr.All() {
+		if e.Action == snapshot.ActionAlloc {
+			return tr, nil
+		}
 	}
-	return tr, nil
+	return tr, fmt.Errorf("device %d: the trace holds no allocation (recorded with enabled=\"state\", or a ring buffer too small): %s", device, need)
 }
 
 // recorded is what one pass over a trace tells before the replay.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -70,5 +71,22 @@ func TestSimulateRecommend(t *testing.T) {
 	}
 	if !worse {
 		t.Error("max_split_size_mb:64 raises the peak (1.29 GiB against 1.13 GiB) but is not marked worse")
+	}
+}
+
+// TestSimulateWithoutRequests: a snapshot with no trace, or a trace with no
+// allocation, says what simulate needs and exits 2.
+func TestSimulateWithoutRequests(t *testing.T) {
+	for _, tc := range []struct{ path, want string }{
+		{"snapshot/testdata/legacy/v1_12_list.pickle", "holds no trace"},
+		{"snapshot/testdata/format/state_only.pickle", "holds no allocation"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), &out, &errb, []string{"simulate", "../../" + tc.path}); code != exitInputError {
+			t.Errorf("%s: exit %d, want %d", tc.path, code, exitInputError)
+		}
+		if !strings.Contains(errb.String(), tc.want) || !strings.Contains(errb.String(), "_record_memory_history") {
+			t.Errorf("%s: message %q lacks %q and how to record", tc.path, errb.String(), tc.want)
+		}
 	}
 }
