@@ -69,3 +69,31 @@ func TestWhatIfAgainstRecordedVariants(t *testing.T) {
 		})
 	}
 }
+
+func TestAdvise(t *testing.T) {
+	sn := load(t, "testdata/scenarios/out/frag_oom/frag_oom.pickle.gz")
+	a, err := Advise(sn, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == nil {
+		t.Fatal("no advice for frag_oom, which expandable segments fixed on the GPU")
+	}
+	const want = "with expandable_segments:True the OOM at event 34 would not have happened: the reserved peak would have been 2.50 GiB under the 3.09 GiB cap"
+	if a.Sentence != want {
+		t.Errorf("advice %q, want %q", a.Sentence, want)
+	}
+}
+
+func TestAdviseFragmentation(t *testing.T) {
+	sn := load(t, "testdata/scenarios/out/frag_growth/step4/rollout_rank0_pid656.pickle.gz")
+	a, err := Advise(sn, 0, nil)
+	if err != nil || a == nil {
+		t.Fatalf("advice %v, error %v", a, err)
+	}
+	// frag_growth_expandable recorded 560 MiB on the GPU.
+	const want = "with expandable_segments:True the reserved peak would have been 560.00 MiB instead of 1.13 GiB"
+	if a.Sentence != want {
+		t.Errorf("advice %q, want %q", a.Sentence, want)
+	}
+}
