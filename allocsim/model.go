@@ -196,7 +196,6 @@ func (m *model) allocBlock(key poolKey, size, allocSize uint64) (*block, failure
 	addr := m.addrs.next(snapshot.ActionSegmentAlloc, allocSize, len(m.events))
 	seg := &segment{key: key, fs: m.freeSet(key), base: addr, size: allocSize}
 	m.emit(snapshot.ActionSegmentAlloc, addr, allocSize)
-	m.stats.Segments++
 	return &block{addr: addr, size: allocSize, seg: seg, mapped: true}, fitted
 }
 
@@ -204,7 +203,6 @@ func (m *model) allocBlock(key poolKey, size, allocSize uint64) (*block, failure
 func (m *model) releaseBlock(b *block) {
 	b.seg.fs.remove(b)
 	m.emit(snapshot.ActionSegmentFree, b.addr, b.size)
-	m.stats.Segments--
 }
 
 // freeBlock is free_block: the block goes back to its pool, merged with

@@ -48,21 +48,22 @@ type Config struct {
 
 // Point is reserved bytes after a trace event.
 type Point struct {
-	Event int    `json:"event"`
-	Bytes uint64 `json:"bytes"`
+	Event int
+	Bytes uint64
 }
 
 // Stats are a replay's outcome.
 type Stats struct {
-	MaxReserved     uint64  `json:"max_reserved_bytes"`
-	MaxAllocated    uint64  `json:"max_allocated_bytes"`
-	AllocatedAtPeak uint64  `json:"allocated_at_reserved_peak_bytes"`
-	DeviceAllocs    int     `json:"device_allocs"` // segment_alloc and segment_map
-	DeviceFrees     int     `json:"device_frees"`  // segment_free and segment_unmap
-	Retries         int     `json:"retries"`       // num_alloc_retries
-	Segments        int     `json:"-"`
-	Reserved        []Point `json:"-"`
-	OOM             *OOM    `json:"oom,omitempty"`
+	MaxReserved     uint64
+	MaxAllocated    uint64
+	AllocatedAtPeak uint64
+	DeviceAllocs    int // segment_alloc and segment_map
+	DeviceFrees     int // segment_free and segment_unmap
+	Retries         int // num_alloc_retries
+	// Reserved is reserved bytes after each device call: the simulated
+	// curve to draw beside the recorded one (Recorded.Reserved).
+	Reserved []Point
+	OOM      *OOM
 }
 
 // FragmentationAtPeak is (reserved - allocated) / reserved at the reserved peak.
@@ -92,11 +93,7 @@ type Result struct {
 	Settings allocator.Settings
 	Config   Config
 	Stats
-	// RecordedOOMSurvived: the trace recorded an OOM that this replay
-	// served; the rest of the trace is what the program did after
-	// catching it.
-	RecordedOOMSurvived int
-	events              []deviceEvent
+	events []deviceEvent
 }
 
 // Run replays rec's trace of sn under settings s and cfg. The simulation
@@ -141,8 +138,9 @@ func Run(sn *snapshot.Snapshot, rec *Recorded, s allocator.Settings, cfg Config)
 				return res, nil
 			}
 			if e.Action == snapshot.ActionOOM {
-				res.RecordedOOMSurvived++
-				m.release(b, false) // the program went on without it
+				// Served here, it failed in the run: what the trace holds
+				// after it is what the program did without it.
+				m.release(b, false)
 				continue
 			}
 			live[e.Addr] = b

@@ -35,7 +35,6 @@ func (m *model) seed(st *replay.State) (live, waiting map[uint64]*block) {
 			seg.mapped = s.TotalSize
 		}
 		m.reserved += s.TotalSize
-		m.stats.Segments++
 		var prev *block
 		for _, sb := range st.Blocks[s.FirstBlock : s.FirstBlock+s.NumBlocks] {
 			b := &block{addr: sb.Address, size: sb.Size, requested: sb.RequestedSize, seg: seg, prev: prev, mapped: true}

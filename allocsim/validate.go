@@ -13,21 +13,21 @@ import (
 type Recorded struct {
 	Device       int
 	Settings     allocator.Settings
-	MaxReserved  uint64 `json:"max_reserved_bytes"`
-	DeviceAllocs int    `json:"device_allocs"`
-	DeviceFrees  int    `json:"device_frees"`
-	EmptyCaches  int    `json:"empty_cache_calls"`
-	Streams      int    `json:"streams"`
-	OOM          *OOM   `json:"oom,omitempty"`
+	MaxReserved  uint64
+	DeviceAllocs int
+	DeviceFrees  int
+	EmptyCaches  int
+	Streams      int
+	OOM          *OOM
 	// StartReserved is what was reserved before the first kept event (the
 	// dump's segments minus what the trace reserved): 0 when recording
 	// started before any allocation and the ring buffer kept everything.
-	StartReserved int64 `json:"start_reserved_bytes"`
+	StartReserved int64
 	// Limit or Capacity, inferred from a recorded OOM (the trace does not
 	// record set_per_process_memory_fraction), and how.
 	Limit, Capacity uint64
 	LimitNote       string
-	Reserved        []Point `json:"-"`
+	Reserved        []Point
 	// Initial is the state at the first event when the trace starts late
 	// (StartReserved != 0), rebuilt by the replay; put it in Config.
 	Initial    *replay.State
