@@ -94,6 +94,9 @@ type Result struct {
 	Config   Config
 	Stats
 	events []deviceEvent
+	// misplaced counts allocations a bound replay put at another address
+	// than the trace's, the first at event firstMisplaced.
+	misplaced, firstMisplaced int
 }
 
 // Run replays rec's trace of sn under settings s and cfg. The simulation
@@ -142,6 +145,12 @@ func Run(sn *snapshot.Snapshot, rec *Recorded, s allocator.Settings, cfg Config)
 				// after it is what the program did without it.
 				m.release(b, false)
 				continue
+			}
+			if cfg.Bound && b.addr != e.Addr {
+				if res.misplaced == 0 {
+					res.firstMisplaced = i
+				}
+				res.misplaced++
 			}
 			live[e.Addr] = b
 		case snapshot.ActionFreeRequested:

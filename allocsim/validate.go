@@ -132,20 +132,25 @@ func (r *Recorded) findOOM(sn *snapshot.Snapshot) {
 
 // Validation compares a replay under the recorded settings with the trace.
 type Validation struct {
-	// Exact: the same device calls (action and size, in order) and the
-	// same OOM as the trace recorded.
+	// Exact: the same device calls (action and size, in order), every
+	// allocation at the recorded address, and the same OOM as the trace.
 	Exact     bool `json:"exact"`
 	Recorded  int  `json:"recorded_device_events"`
 	Predicted int  `json:"predicted_device_events"`
 	// Matched is how many device events agree from the start.
 	Matched int `json:"matched_device_events"`
 	// FirstDivergence describes the first device event that differs.
-	FirstDivergence string   `json:"first_divergence,omitempty"`
-	DivergenceEvent int      `json:"divergence_event"` // its trace index; -1 when none
-	RecordedPeak    uint64   `json:"recorded_max_reserved_bytes"`
-	PredictedPeak   uint64   `json:"predicted_max_reserved_bytes"`
-	OOMAgrees       bool     `json:"oom_agrees"`
-	Notes           []string `json:"notes"` // why the model may differ here
+	FirstDivergence string `json:"first_divergence,omitempty"`
+	DivergenceEvent int    `json:"divergence_event"` // its trace index; -1 when none
+	RecordedPeak    uint64 `json:"recorded_max_reserved_bytes"`
+	PredictedPeak   uint64 `json:"predicted_max_reserved_bytes"`
+	OOMAgrees       bool   `json:"oom_agrees"`
+	// Misplaced counts allocations the model placed at another address
+	// than the trace records (the first at MisplacedEvent): the model chose
+	// another free block, or the addresses it was given differ.
+	Misplaced      int      `json:"misplaced_allocations"`
+	MisplacedEvent int      `json:"first_misplaced_event"`
+	Notes          []string `json:"notes"` // why the model may differ here
 }
 
 // Validate replays the trace under the recorded settings (and the cap a
@@ -184,7 +189,11 @@ func Validate(sn *snapshot.Snapshot, rec *Recorded) (*Validation, *Result, error
 		v.FirstDivergence = fmt.Sprintf("device event %d (trace event %d): recorded %s, model %s", v.Matched, at, r, p)
 	}
 	v.OOMAgrees = (rec.OOM == nil) == (res.OOM == nil) && (rec.OOM == nil || rec.OOM.Event == res.OOM.Event)
-	v.Exact = v.Matched == v.Recorded && v.Recorded == v.Predicted && v.OOMAgrees
+	v.Misplaced, v.MisplacedEvent = res.misplaced, -1
+	if res.misplaced > 0 {
+		v.MisplacedEvent = res.firstMisplaced
+	}
+	v.Exact = v.Matched == v.Recorded && v.Recorded == v.Predicted && v.OOMAgrees && v.Misplaced == 0
 	v.Notes = notes(sn, rec)
 	return v, res, nil
 }

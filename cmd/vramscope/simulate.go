@@ -295,9 +295,16 @@ func writeSimulateText(w io.Writer, r simulateReport) error {
 		fmt.Fprintf(&b, "%s, device %d\n", r.Path, d.Device)
 		v := d.Validation
 		if v.Exact {
-			fmt.Fprintf(&b, "  validation: exact: the model made the recorded %d device calls, in order\n", v.Recorded)
+			fmt.Fprintf(&b, "  validation: exact: the model made the recorded %d device calls, in order, and put every allocation where the trace did\n", v.Recorded)
 		} else {
-			fmt.Fprintf(&b, "  validation: %d of %d recorded device calls reproduced; first difference at %s\n", v.Matched, v.Recorded, v.FirstDivergence)
+			fmt.Fprintf(&b, "  validation: %d of %d recorded device calls reproduced", v.Matched, v.Recorded)
+			if v.FirstDivergence != "" {
+				fmt.Fprintf(&b, "; first difference at %s", v.FirstDivergence)
+			}
+			if v.Misplaced > 0 {
+				fmt.Fprintf(&b, "; %d allocations placed elsewhere, the first at event %d", v.Misplaced, v.MisplacedEvent)
+			}
+			b.WriteString("\n")
 		}
 		for _, n := range v.Notes {
 			fmt.Fprintf(&b, "    note: %s\n", n)
