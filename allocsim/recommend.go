@@ -54,8 +54,8 @@ type Outcome struct {
 	Settings allocator.Settings
 	Result   *Result
 	Err      error
-	// Worse: a higher reserved peak than the baseline, or an OOM where
-	// the baseline had none.
+	// Worse: an OOM where the baseline had none (or an earlier one), or
+	// a higher reserved peak where neither runs out of memory.
 	Worse bool
 }
 
@@ -80,7 +80,7 @@ func Recommend(sn *snapshot.Snapshot, rec *Recorded, cfg Config, stepEnds []int,
 			}
 			o.Result, o.Err = Run(sn, rec, o.Settings, ccfg)
 			if o.Err == nil {
-				o.Worse = o.Result.OOM != nil && baseline.OOM == nil || o.Result.MaxReserved > baseline.MaxReserved
+				o.Worse = worse(o.Result, baseline)
 			}
 			out[i] = o
 		})
@@ -96,6 +96,18 @@ func Recommend(sn *snapshot.Snapshot, rec *Recorded, cfg Config, stepEnds []int,
 		return cmp.Compare(a.Result.MaxReserved, b.Result.MaxReserved)
 	})
 	return out
+}
+
+// worse: r runs out of memory where the baseline did not, or sooner, or
+// reserves more where neither does.
+func worse(r, baseline *Result) bool {
+	switch {
+	case baseline.OOM != nil:
+		return r.OOM != nil && r.OOM.Event < baseline.OOM.Event
+	case r.OOM != nil:
+		return true
+	}
+	return r.MaxReserved > baseline.MaxReserved
 }
 
 func rank(o Outcome) int {

@@ -90,8 +90,9 @@ type simulateDevice struct {
 	Recorded        simRun               `json:"recorded"`
 	Predicted       simRun               `json:"predicted"`
 	Recommendations []simRecommendation  `json:"recommendations,omitempty"`
-	stats           *allocsim.Result     // the validation replay
-	rec             *allocsim.Recorded
+	// baselineOOM: the recorded settings run out of memory under the
+	// simulated cap, so a candidate that does not avoids the OOM.
+	baselineOOM bool
 }
 
 // simRun is one column of the side-by-side table.
@@ -234,7 +235,7 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 		return simulateDevice{}, fmt.Errorf("device %d: %w", d, err)
 	}
 	sd := simulateDevice{Device: d, Validation: v, RecordedConf: rec.Settings.String(), SimulatedConf: s.String(),
-		EmptyCacheAt: cfg.EmptyCacheAt, LimitBytes: cfg.Limit, stats: vres, rec: rec}
+		EmptyCacheAt: cfg.EmptyCacheAt, LimitBytes: cfg.Limit}
 	if sd.EmptyCacheAt == nil {
 		sd.EmptyCacheAt = []int{}
 	}
@@ -246,6 +247,7 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 		if err != nil {
 			return sd, err
 		}
+		sd.baselineOOM = baseline.OOM != nil
 		for _, o := range allocsim.Recommend(sn, rec, base, stepEnds, baseline, allocsim.Candidates(len(stepEnds) > 0, cfg.Limit > 0)) {
 			r := simRecommendation{Name: o.Name, Settings: o.Settings.String(), EmptyCache: o.EmptyCacheSteps, Worse: o.Worse}
 			if o.Err != nil {
@@ -358,6 +360,8 @@ func writeSimulateText(w io.Writer, r simulateReport) error {
 					verdict = fmt.Sprintf("runs out of memory at event %d", c.OOMAt.Event)
 				case c.Worse:
 					verdict = "worse"
+				case d.baselineOOM:
+					verdict = "avoids the OOM"
 				}
 				fmt.Fprintf(&b, "    %-56s reserved peak %-10s %s\n", c.Name, gib(c.MaxReserved), verdict)
 			}

@@ -24,6 +24,13 @@ func TestSimulate(t *testing.T) {
 			[]string{"--fail-on", "oom", "testdata/scenarios/out/frag_oom/frag_oom.pickle.gz"}, exitGate, 0, true},
 		{"empty_cache at each step's end",
 			[]string{"--empty-cache-after", "step", "testdata/scenarios/out/frag_growth/step4/rollout_rank0_pid656.pickle.gz"}, 0, 677380096, false},
+		// The H100 runs of testdata/allocsim/out/truths.json: fsdp_gather
+		// under a 2474000384-byte cap ran out of memory with the default
+		// settings and fitted in 2348810240 bytes with expandable segments.
+		{"a cap: the default settings run out of memory",
+			[]string{"--limit", "2474000384", "testdata/allocsim/out/fsdp_gather/default.pickle.gz"}, 0, 0, true},
+		{"a cap: expandable segments fit",
+			[]string{"--limit", "2474000384", "--set", "expandable_segments:True", "testdata/allocsim/out/fsdp_gather/default.pickle.gz"}, 0, 2348810240, false},
 		{"expandable segments on frag_growth",
 			[]string{"--set", "expandable_segments:True", "testdata/scenarios/out/frag_growth/step4/rollout_rank0_pid656.pickle.gz"}, 0, 587202560, false},
 	} {
