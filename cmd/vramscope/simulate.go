@@ -213,12 +213,9 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 		v, vres, verr = allocsim.Validate(sn, rec)
 		close(done)
 	}()
-	tr := sn.Traces[d]
-	var stepEnds []int
-	for _, st := range diagnose.TraceSteps(sn, d, tr, filter).Steps {
-		if st.End < tr.Len() {
-			stepEnds = append(stepEnds, st.End)
-		}
+	var stepEnds []int // found only when asked for: step detection reads the whole trace
+	if fl.emptyCacheAfter == "step" || fl.recommend {
+		stepEnds = traceStepEnds(sn, d, filter)
 	}
 	switch {
 	case fl.emptyCacheAfter == "step":
@@ -259,6 +256,18 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 		}
 	}
 	return sd, nil
+}
+
+// traceStepEnds are the trace indices where the steps vramscope finds end.
+func traceStepEnds(sn *snapshot.Snapshot, d int, filter *callsite.Filter) []int {
+	tr := sn.Traces[d]
+	var ends []int
+	for _, st := range diagnose.TraceSteps(sn, d, tr, filter).Steps {
+		if st.End < tr.Len() {
+			ends = append(ends, st.End)
+		}
+	}
+	return ends
 }
 
 // recordedRun is the recorded column: reserved bytes, device calls and the
