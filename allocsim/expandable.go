@@ -43,6 +43,9 @@ func (m *model) allocExpandable(key poolKey, size uint64) (*block, failure) {
 	}
 	for c.size < size {
 		next := c.next
+		if next == nil || next.mapped || !next.usable() {
+			return nil, overCapacity // find_expandable_block promised room: a trace the model cannot follow
+		}
 		if why := m.mapBlock(next, min(size-c.size, next.size)); why != fitted {
 			return nil, why
 		}
