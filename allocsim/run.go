@@ -121,6 +121,7 @@ func Run(sn *snapshot.Snapshot, rec *Recorded, s allocator.Settings, cfg Config)
 		live, waiting = m.seed(cfg.Initial)
 	}
 	n := tr.Len()
+	var held []*block // record_stream frees a recorded retry's sync completed
 	for i := 0; i < n; i++ {
 		m.at = i
 		if len(calls) > 0 && calls[0] == i {
@@ -133,6 +134,12 @@ func Run(sn *snapshot.Snapshot, rec *Recorded, s allocator.Settings, cfg Config)
 		switch e.Action {
 		case snapshot.ActionAlloc, snapshot.ActionOOM:
 			b, why := m.malloc(e.Size, e.Stream)
+			for _, h := range held { // the model's malloc needed no retry
+				if h.pending {
+					m.freeBlock(h)
+				}
+			}
+			held = held[:0]
 			if b == nil {
 				size := s.Round(e.Size)
 				m.stats.OOM = &OOM{Event: i, Requested: e.Size, Rounded: size, AllocSize: s.SegmentSize(size),
@@ -176,7 +183,11 @@ func Run(sn *snapshot.Snapshot, rec *Recorded, s allocator.Settings, cfg Config)
 		case snapshot.ActionFreeCompleted:
 			if b := waiting[e.Addr]; b != nil {
 				delete(waiting, e.Addr)
-				if b.pending { // else an empty_cache or retry completed it earlier
+				switch {
+				case !b.pending: // an empty_cache or retry completed it earlier
+				case syncedByRetry(tr, i, calls):
+					held = append(held, b) // pending for the first attempt; the retry's sync completes it
+				default:
 					m.freeBlock(b)
 				}
 			} else if b := live[e.Addr]; b != nil && !in.hasRequested {
@@ -190,6 +201,23 @@ func Run(sn *snapshot.Snapshot, rec *Recorded, s allocator.Settings, cfg Config)
 	}
 	res.Stats, res.events = m.stats, m.events
 	return res, nil
+}
+
+// syncedByRetry reports whether the free_completed at i came from the sync
+// of a release and retry inside the next malloc, rather than from the
+// event polling at its start: a release burst that is no empty_cache()
+// call follows the completions.
+func syncedByRetry(tr snapshot.Trace, i int, calls []int) bool {
+	for k := i + 1; k < tr.Len(); k++ {
+		switch tr.At(k).Action {
+		case snapshot.ActionFreeCompleted:
+			continue
+		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
+			return !slices.Contains(calls, k)
+		}
+		return false
+	}
+	return false
 }
 
 func (f failure) String() string {

@@ -211,7 +211,7 @@ func notes(sn *snapshot.Snapshot, rec *Recorded) []string {
 		n = append(n, fmt.Sprintf("the trace starts after %d bytes were already reserved and the state before it could not be rebuilt (%v): the model starts from an empty allocator, so its reserved bytes are low by up to that", rec.StartReserved, rec.InitialErr))
 	}
 	if rec.Streams > 1 {
-		n = append(n, fmt.Sprintf("%d streams: frees that waited on record_stream events complete where the trace recorded them; a release that synced them mid-allocation is replayed before it", rec.Streams))
+		n = append(n, fmt.Sprintf("%d streams: frees that waited on record_stream events complete where the trace recorded them, which a what-if keeps although the GPU's timing could differ", rec.Streams))
 	}
 	var private uint64
 	for i := range sn.Segments {
