@@ -20,6 +20,7 @@ const logFix = " The log cannot name the code: record history (torch.cuda.memory
 // instead of a second, code-less finding.
 func mergeTextFindings(fs []diagnose.Finding, notes []string, texts []*textDigest) ([]diagnose.Finding, []string) {
 	for _, t := range texts {
+		fs = append(fs, t.pools...) // pool leaks stand apart: see poolinput.go
 		var found []diagnose.Finding
 		if len(t.points) >= 2 {
 			found = append(found, logFindings(t)...)

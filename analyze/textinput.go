@@ -2,6 +2,8 @@ package analyze
 
 import (
 	"fmt"
+
+	"github.com/vramscope/vramscope/diagnose"
 	"strings"
 
 	"github.com/vramscope/vramscope/inputs"
@@ -19,6 +21,8 @@ type textDigest struct {
 	// rank and pid are what the messages' log prefixes say ("[rank3]:",
 	// "(WorkerDict pid=2917)"), when the file name says neither.
 	rank, pid *int
+	// pools are a serving log's pool findings (poolinput.go).
+	pools []diagnose.Finding
 }
 
 // oomDigests splits one file's OOM messages by the process their log

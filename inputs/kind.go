@@ -10,6 +10,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/vramscope/vramscope/memlog"
+	"github.com/vramscope/vramscope/pools"
 )
 
 // Kind is what a file holds, judged by its first bytes.
@@ -24,7 +25,8 @@ const (
 	// MemoryLog is a memory-log CSV (memlog.ParseCSV).
 	MemoryLog
 	// Text holds torch.cuda.memory_summary() tables or CUDA OOM messages
-	// (memlog.ParseMemorySummaries, memlog.ParseOOMMessages).
+	// (memlog.ParseMemorySummaries, memlog.ParseOOMMessages), or a serving
+	// engine's pool stats (pools.Parse).
 	Text
 )
 
@@ -138,6 +140,9 @@ func kindOfText(path string) (Kind, error) {
 	case memlog.FormatCSV:
 		return MemoryLog, nil
 	case memlog.FormatSummary, memlog.FormatOOM:
+		return Text, nil
+	}
+	if pools.Detect(data) {
 		return Text, nil
 	}
 	return Other, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/internal/units"
 	"github.com/vramscope/vramscope/memlog"
+	"github.com/vramscope/vramscope/pools"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
@@ -23,7 +24,7 @@ import (
 // once would double the peak for little gain on a 2-core machine.
 
 // errNotAnalyzable names what analyze reads, for a file it cannot.
-var errNotAnalyzable = errors.New("not a snapshot, memory-log CSV, memory_summary dump or OOM message")
+var errNotAnalyzable = errors.New("not a snapshot, memory-log CSV, memory_summary dump, OOM message or serving log")
 
 // loadAll feeds every input named by args to a: snapshots, memory logs and
 // text dumps, which inputs.ExpandWithLogs finds in directories and globs.
@@ -124,12 +125,22 @@ func loadSnapshot(in inputs.Input, stderr io.Writer, a *analyze.Analyzer, also s
 // snapshotHook receives each decoded snapshot of loadAllWith.
 type snapshotHook func(inputs.Input, *snapshot.Snapshot) error
 
-// loadText reads a memory log, memory_summary dump or OOM message file.
-// It returns false, without error, for text of none of these kinds.
+// loadText reads a memory log, memory_summary dump, OOM message file or
+// serving log. It returns false, without error, for text of none of these
+// kinds.
 func loadText(in inputs.Input, a *analyze.Analyzer) (bool, error) {
 	data, err := os.ReadFile(in.Path)
 	if err != nil {
 		return false, err
+	}
+	// A serving log may hold an OOM message too: both are read.
+	served := pools.Detect(data)
+	if served {
+		l, err := pools.Parse(bytes.NewReader(data))
+		if err != nil {
+			return false, err
+		}
+		a.AddServingLog(in, l)
 	}
 	switch memlog.Detect(data) {
 	case memlog.FormatCSV:
@@ -151,7 +162,7 @@ func loadText(in inputs.Input, a *analyze.Analyzer) (bool, error) {
 		}
 		a.AddOOMMessages(in, msgs)
 	default:
-		return false, nil
+		return served, nil
 	}
 	return true, nil
 }

@@ -1,0 +1,207 @@
+package pools
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/vramscope/vramscope/internal/trend"
+)
+
+// Leak is a pool that loses slots: its floor at low load climbs steadily,
+// or the engine's idle check found slots nobody holds.
+type Leak struct {
+	Engine Engine
+	// Pool is the engine's name for it: "token_to_kv_pool",
+	// "req_to_token_pool", vLLM's "kv_cache".
+	Pool string
+	Rank string
+	Unit string
+	// Capacity is the pool's size in Unit.
+	Capacity int64
+	// Leaked is the estimate at the end of the log: the last floor above
+	// the first; exact when Idle is set.
+	Leaked int64
+	// Idle is the engine's own count, when its idle check failed.
+	Idle *IdleCheck
+	// Trend is the fit of Floors over hours (over lines when the log has
+	// no time stamps); nil when the floors are too few or do not climb.
+	Trend  *trend.Trend
+	Floors []FloorPoint
+	// Level is the running-request count the floors are read at.
+	Level int
+	// Onset is when the floor left its baseline, in the log's seconds
+	// (OnsetTime when the log has dates).
+	Onset     float64
+	OnsetTime time.Time
+	// RequestsPerMinute is the admission rate in the hour around the
+	// onset, from prefill lines; negative when the log has none.
+	RequestsPerMinute float64
+	// HoursLeft is when the floor reaches the capacity at the fitted
+	// rate; negative when unknown.
+	HoursLeft float64
+}
+
+// minFloors is the fewest floors a trend is fitted to: with fewer, one
+// busy window decides.
+const minFloors = 6
+
+// minLeakShare is the least growth over the log, as a share of the pool,
+// that counts: a few pages more at the end of a day is noise of the load
+// level, not a leak worth a finding.
+const minLeakShare = 0.005
+
+// Judge returns the leaks of a log's pools, one per rank whose floor
+// climbs, and one per pool its idle checks name. notes say why a series
+// was not judged.
+func Judge(l *Log) (leaks []Leak, notes []string) {
+	for _, rank := range ranks(l.Samples) {
+		ss := slices.DeleteFunc(slices.Clone(l.Samples), func(s Sample) bool { return s.Rank != rank })
+		if lk, ok := judgeSeries(l, rank, ss); ok {
+			leaks = append(leaks, lk)
+		}
+	}
+	for _, c := range l.Idle {
+		if c.Leaked <= 0 {
+			continue
+		}
+		c := c
+		i := slices.IndexFunc(leaks, func(lk Leak) bool { return lk.Pool == c.Pool && lk.Idle == nil })
+		if i < 0 {
+			leaks = append(leaks, Leak{Engine: SGLang, Pool: c.Pool, Unit: unitOf(c.Pool), Capacity: c.Capacity,
+				Onset: c.At, RequestsPerMinute: -1, HoursLeft: -1})
+			i = len(leaks) - 1
+		}
+		leaks[i].Idle, leaks[i].Leaked = &c, c.Leaked
+		if leaks[i].Trend == nil {
+			leaks[i].Onset = c.At
+		}
+	}
+	if len(l.Samples) > 0 && len(leaks) == 0 && len(l.Samples) < 4*minFloors {
+		notes = append(notes, "too few pool stats lines for a trend")
+	}
+	for i := range leaks {
+		if l.HasTime {
+			leaks[i].OnsetTime = l.Start.Add(time.Duration(leaks[i].Onset * float64(time.Second)))
+		}
+	}
+	sortLeaks(leaks)
+	return leaks, notes
+}
+
+func unitOf(pool string) string {
+	if pool == "req_to_token_pool" {
+		return "request slots"
+	}
+	return "tokens"
+}
+
+// ranks lists the series' ranks in order of appearance.
+func ranks(ss []Sample) []string {
+	var out []string
+	for _, s := range ss {
+		if !slices.Contains(out, s.Rank) {
+			out = append(out, s.Rank)
+		}
+	}
+	return out
+}
+
+// judgeSeries fits one rank's floors with the trend tests memory uses:
+// steady growth (Kendall tau of at least trend.MinSteadiness) by more than
+// minLeakShare of the pool. A warm-up that jumps then stays flat scores
+// low on steadiness; load is held equal by Floors.
+func judgeSeries(l *Log, rank string, ss []Sample) (Leak, bool) {
+	pts, level := Floors(ss)
+	if len(pts) < minFloors {
+		return Leak{}, false
+	}
+	scale := 1.0 // x in hours, or in lines
+	if l.HasTime {
+		scale = 3600
+	}
+	xs := make([]float64, len(pts))
+	ys := make([]int64, len(pts))
+	for i, p := range pts {
+		xs[i], ys[i] = p.At/scale, p.Used
+	}
+	span := xs[len(xs)-1] - xs[0]
+	size := l.poolSize()
+	minGrowth := max(minLeakShare*float64(size), 2*resolution(l, ss))
+	tr := trend.Fit(xs, ys)
+	if span <= 0 || !tr.Growing(minGrowth/span, trend.MinSteadiness) {
+		return Leak{}, false
+	}
+	pool := "token_to_kv_pool"
+	if l.Engine == VLLM {
+		pool = "kv_cache"
+	}
+	base := slices.Min(ys[:max(len(ys)/4, 1)])
+	lk := Leak{
+		Engine: l.Engine, Pool: pool, Rank: rank, Unit: l.Unit(), Capacity: size,
+		Leaked: max(ys[len(ys)-1]-base, 0), Trend: &tr, Floors: pts, Level: level,
+		RequestsPerMinute: -1, HoursLeft: -1,
+	}
+	if level == 0 {
+		// With nothing running every used token is leaked, including
+		// what leaked before the first floor.
+		lk.Leaked = ys[len(ys)-1]
+	}
+	// The onset: after the last floor still within a tenth of the growth
+	// of the baseline.
+	margin := max(resolution(l, ss), 0.1*float64(lk.Leaked))
+	j := 0
+	for i, y := range ys {
+		if float64(y-base) <= margin {
+			j = i
+		}
+	}
+	lk.Onset = pts[min(j+1, len(pts)-1)].At
+	if l.HasTime {
+		lk.RequestsPerMinute = admissionRate(ss, lk.Onset)
+		if tr.PerStep > 0 {
+			lk.HoursLeft = float64(size-ys[len(ys)-1]) / tr.PerStep
+		}
+	}
+	return lk, true
+}
+
+// resolution is the smallest change the series can show: one token for
+// printed counts, the rounding of a printed share otherwise.
+func resolution(l *Log, ss []Sample) float64 {
+	if !slices.ContainsFunc(ss, func(s Sample) bool { return !s.Exact }) {
+		return 1
+	}
+	if l.Engine == VLLM {
+		return float64(l.poolSize()) / 1000
+	}
+	return float64(l.poolSize()) / 100
+}
+
+// admissionRate is the requests admitted per minute in the hour around
+// at, from prefill lines' #new-seq; -1 when the series has none.
+func admissionRate(ss []Sample, at float64) float64 {
+	if !slices.ContainsFunc(ss, func(s Sample) bool { return s.Admitted > 0 }) {
+		return -1
+	}
+	lo := max(at-1800, ss[0].At)
+	hi := min(at+1800, ss[len(ss)-1].At)
+	if hi <= lo {
+		return -1
+	}
+	n := 0
+	for _, s := range ss {
+		if s.At >= lo && s.At <= hi {
+			n += s.Admitted
+		}
+	}
+	return math.Round(float64(n)/((hi-lo)/60)*100) / 100
+}
+
+// sortLeaks orders leaks by share of the pool lost.
+func sortLeaks(ls []Leak) {
+	slices.SortStableFunc(ls, func(a, b Leak) int {
+		return cmp.Compare(float64(b.Leaked)/float64(max(b.Capacity, 1)), float64(a.Leaked)/float64(max(a.Capacity, 1)))
+	})
+}
