@@ -54,10 +54,15 @@ func poolFinding(in inputs.Input, l *pools.Log, lk pools.Leak) diagnose.Finding 
 	if lk.Rank != "" {
 		ev["rank"] = lk.Rank
 	}
+	// Without a trend the only time known is the idle check's.
+	at := "onset"
+	if lk.Trend == nil {
+		at = "idle_check_at"
+	}
 	if l.HasTime {
-		ev["onset"] = lk.OnsetTime.Format(l.Layout)
+		ev[at] = lk.OnsetTime.Format(l.Layout)
 	} else {
-		ev["onset_line"] = int(lk.Onset)
+		ev[at+"_line"] = int(lk.Onset)
 	}
 	sev := diagnose.Medium
 	title := fmt.Sprintf("%s %s pool leaks: %d of %d %s (%.0f%%) held by no request", lk.Engine, lk.Pool, lk.Leaked, lk.Capacity, lk.Unit, 100*frac)

@@ -15,10 +15,38 @@ import (
 var markers = [][]byte{decodeKey, prefillKey, vllmUsageKey, kvLeakKey, slotLeakKey}
 
 // Detect reports whether data holds a serving engine's pool stats or
-// idle-check errors.
+// idle-check errors: a line with a marker that reads as a record (with up
+// to maxJoin more lines, for a wrapped paste). The marker alone is not
+// enough: the simulator that writes these logs holds every one.
 func Detect(data []byte) bool {
-	return slices.ContainsFunc(markers, func(m []byte) bool { return bytes.Contains(data, m) })
+	for _, m := range markers {
+		rest := data
+		for range maxDetect {
+			i := bytes.Index(rest, m)
+			if i < 0 {
+				break
+			}
+			start := bytes.LastIndexByte(rest[:i], '\n') + 1
+			end := i
+			for range maxJoin + 1 {
+				if j := bytes.IndexByte(rest[end:], '\n'); j >= 0 {
+					end += j + 1
+				} else {
+					end = len(rest)
+				}
+			}
+			p := parser{log: &Log{}}
+			if _, ok := p.record(bytes.ReplaceAll(rest[start:end], []byte("\n"), nil)); ok {
+				return true
+			}
+			rest = rest[i+len(m):]
+		}
+	}
+	return false
 }
+
+// maxDetect is how many lines with a marker Detect tries per marker.
+const maxDetect = 20
 
 // maxLine bounds one line: records pasted without newlines run long.
 const maxLine = 16 << 20
