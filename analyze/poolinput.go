@@ -7,6 +7,7 @@ import (
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/pools"
+	"github.com/vramscope/vramscope/pools/ledger"
 )
 
 // A serving engine's log (package pools) is a text input like a memory
@@ -102,4 +103,101 @@ func poolFinding(in inputs.Input, l *pools.Log, lk pools.Leak) diagnose.Finding 
 		Evidence: ev,
 		Fix:      lk.Causes(),
 	}
+}
+
+// AddPoolLedger adds the ledger of a pool the program recorded itself
+// (vramscope_hook.pool): what it still held at idle moments and at the
+// end, named by the allocating stack.
+func (a *Analyzer) AddPoolLedger(in inputs.Input, l *ledger.Ledger) {
+	t := &textDigest{in: in, kind: "pool ledger"}
+	if l.Unparsed > 0 {
+		t.notes = append(t.notes, fmt.Sprintf("%s: %d of %d records could not be read (first: %s)", in, l.Unparsed, l.Lines, l.FirstUnparsed))
+	}
+	if f, ok := ledgerFinding(in, l); ok {
+		t.pools = append(t.pools, f)
+	}
+	a.addText(t)
+}
+
+// maxListed bounds the stacks and owners a ledger finding lists.
+const maxListed = 10
+
+// ledgerFinding reports what an idle moment found held (a leak: nothing
+// should be), else what the end found held (a leak or requests in flight
+// when the program stopped).
+func ledgerFinding(in inputs.Input, l *ledger.Ledger) (diagnose.Finding, bool) {
+	held, when, sev := l.AtIdle, "at an idle moment", diagnose.High
+	if len(held) == 0 {
+		held, when, sev = l.End, "at the end", diagnose.Medium
+	}
+	if len(held) == 0 {
+		return diagnose.Finding{}, false
+	}
+	var n int64
+	for _, h := range held {
+		n += h.N
+	}
+	holding := 0
+	for _, i := range l.Idles {
+		if i.Held > 0 {
+			holding++
+		}
+	}
+	stacks := ledger.ByStack(held)
+	var byStack []string
+	for _, g := range stacks[:min(len(stacks), maxListed)] {
+		where := "unknown stack"
+		if fs := l.Stacks[g.Stack]; len(fs) > 0 {
+			where = fmt.Sprintf("%s (%s:%d)", fs[0].Function, fs[0].File, fs[0].Line)
+		}
+		byStack = append(byStack, fmt.Sprintf("%d %s in %d allocations at %s", g.N, l.Unit, g.Allocs, where))
+	}
+	var owners []string
+	for _, g := range ledger.ByOwner(held) {
+		if g.Key != "" && len(owners) < maxListed {
+			owners = append(owners, fmt.Sprintf("%s (%d %s)", g.Key, g.N, l.Unit))
+		}
+	}
+	var end int64
+	for _, h := range l.End {
+		end += h.N
+	}
+	ev := map[string]any{
+		"pool":                 l.Pool,
+		"unit":                 l.Unit,
+		"capacity":             l.Capacity,
+		"held_at_end":          end,
+		"idle_moments":         len(l.Idles),
+		"idle_moments_holding": holding,
+		"by_stack":             byStack,
+		"source":               in.String(),
+	}
+	if len(owners) > 0 {
+		ev["owners_never_freed"] = owners
+	}
+	if l.Capacity > 0 {
+		ev["leaked_fraction"] = round2(float64(n) / float64(l.Capacity))
+	}
+	f := diagnose.Finding{
+		Kind:     diagnose.KindLeak,
+		Severity: sev,
+		Title:    fmt.Sprintf("pool %s: %d %s still held %s, by %d allocating stacks", l.Pool, n, l.Unit, when, len(stacks)),
+		Stack:    []diagnose.Frame{},
+		Evidence: ev,
+		Fix: "These allocations were never freed: follow each stack to where its owner should give the slots back " +
+			"(the request's finish, abort and retry paths) and check that every alloc has exactly one free.",
+	}
+	if sev == diagnose.Medium {
+		f.Fix += " Held only at the end, they may be requests still running when the program stopped: mark idle " +
+			"moments (pool.idle()) to tell."
+	}
+	for _, fr := range l.Stacks[stacks[0].Stack] {
+		f.Stack = append(f.Stack, diagnose.Frame{Function: fr.Function, File: fr.File, Line: uint64(max(fr.Line, 0))})
+	}
+	if len(f.Stack) > 0 {
+		f.Callsite = &f.Stack[0]
+	} else {
+		ev["callsite_reason"] = "the ledger recorded no stack for this allocation"
+	}
+	return f, true
 }

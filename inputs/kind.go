@@ -11,6 +11,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/vramscope/vramscope/memlog"
 	"github.com/vramscope/vramscope/pools"
+	"github.com/vramscope/vramscope/pools/ledger"
 )
 
 // Kind is what a file holds, judged by its first bytes.
@@ -142,7 +143,7 @@ func kindOfText(path string) (Kind, error) {
 	case memlog.FormatSummary, memlog.FormatOOM:
 		return Text, nil
 	}
-	if pools.Detect(data) {
+	if pools.Detect(data) || ledger.Detect(data) {
 		return Text, nil
 	}
 	return Other, nil

@@ -446,5 +446,45 @@ class TestModule(HookTest):
         self.assertIn("child dump None", r.proc.stdout)
 
 
+class TestPoolLedger(HookTest):
+    def test_ledger_beside_the_snapshots(self):
+        r = self.ok("""
+            import torch, vramscope_hook
+            torch.cuda.alloc(1)
+
+            def admit(kv, rid):
+                return kv.alloc(slots=[rid, rid + 10], owner="req-%d" % rid)
+
+            kv = vramscope_hook.pool("req slots", 64, "slots")
+            pages = vramscope_hook.pool("kv", 1000, "tokens")
+            for rid in range(3):
+                admit(kv, rid)
+                pages.alloc(100, owner=rid)
+            kv.free(slots=[0, 10], owner="req-0")
+            pages.free(100, owner=0)
+            kv.idle()
+        """)
+        (path,) = r.files("*_pool_req-slots.ledger.jsonl")
+        self.assertRegex(path, r"^train_rank0_pid\d+_pool_req-slots\.ledger\.jsonl$")
+        with open(os.path.join(r.out, path)) as f:
+            recs = [json.loads(line) for line in f]
+        head = recs[0]
+        self.assertEqual((head["format"], head["version"], head["pool"], head["capacity"], head["unit"]),
+                         ("vramscope-pool-ledger", 1, "req slots", 64, "slots"))
+        ops = [x.get("op") for x in recs[1:]]
+        self.assertEqual(ops, ["stack", "alloc", "alloc", "alloc", "free", "idle"])
+        stack = recs[1]["frames"]
+        self.assertEqual([f[2] for f in stack[:2]], ["admit", "<module>"])  # the caller, not the hook
+        self.assertEqual(recs[2], {"op": "alloc", "t": recs[2]["t"], "n": 2, "owner": "req-0", "slots": [0, 10], "stack": 0})
+        self.assertEqual(recs[5]["slots"], [0, 10])
+        self.assertEqual(len(r.files("*_pool_kv.ledger.jsonl")), 1)
+
+    def test_alloc_needs_a_count(self):
+        kv = hook.pool("p", 4, out=self.tmp)
+        with self.assertRaises(ValueError):
+            kv.alloc(owner="x")
+        kv.close()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -51,7 +51,7 @@ import threading
 import time
 import weakref
 
-__all__ = ["start", "stop", "step", "dump", "capture", "Settings"]
+__all__ = ["start", "stop", "step", "dump", "capture", "pool", "Settings"]
 
 _ENV = "VRAMSCOPE_"
 _MiB = 1024 * 1024
@@ -609,6 +609,104 @@ class _MemoryLog:
         if self.f is not None:
             self.f.close()
             self.f = None
+
+
+# ------------------------------------------------------------- pool ledger
+LEDGER_FORMAT = "vramscope-pool-ledger"
+_LEDGER_FRAMES = 8  # frames kept per allocation: enough to name the caller's caller's caller
+
+
+class Pool:
+    """A pool the program manages itself (a KV cache's pages, request slots),
+    whose allocations and frees go to an append-only ledger that vramscope
+    analyze reads: what is still held at the end and at idle moments, grouped
+    by the allocating stack and by owner. See pool() and the README's
+    "Pool ledger" for the file format."""
+
+    def __init__(self, name, capacity, unit, path):
+        self.name, self.capacity, self.unit, self.path = name, int(capacity), unit, path
+        self.lock = threading.Lock()
+        self.stacks = {}  # (file, line, function) tuples -> id in the ledger
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        self.f = open(path, "a", buffering=1 << 16)
+        self._write({"format": LEDGER_FORMAT, "version": 1, "pool": name, "capacity": self.capacity,
+                     "unit": unit, "pid": os.getpid(), "rank": _rank(), "t": time.time()})
+        atexit.register(self.close)
+
+    def _write(self, rec):
+        self.f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+
+    def _stack(self):
+        """The caller's stack, interned: the ledger holds each distinct one once."""
+        frames = []
+        fr = sys._getframe(3)
+        while fr is not None and len(frames) < _LEDGER_FRAMES:
+            frames.append((fr.f_code.co_filename, fr.f_lineno, fr.f_code.co_name))
+            fr = fr.f_back
+        key = tuple(frames)
+        sid = self.stacks.get(key)
+        if sid is None:
+            sid = self.stacks[key] = len(self.stacks)
+            self._write({"op": "stack", "id": sid, "frames": [list(f) for f in frames]})
+        return sid
+
+    def _op(self, op, n, owner, slots):
+        if slots is not None:
+            slots = [int(x) for x in slots]
+            n = len(slots) if n is None else n
+        if n is None:
+            raise ValueError("%s on pool %s: give n or slots" % (op, self.name))
+        rec = {"op": op, "t": round(time.time(), 6), "n": int(n)}
+        if owner is not None:
+            rec["owner"] = str(owner)
+        if slots is not None:
+            rec["slots"] = slots
+        with self.lock:
+            if self.f is None:
+                return
+            if op == "alloc":
+                rec["stack"] = self._stack()
+            self._write(rec)
+
+    def alloc(self, n=None, owner=None, slots=None):
+        """Records n units (or the slot indices slots) taken, for owner (a request id)."""
+        self._op("alloc", n, owner, slots)
+        return slots
+
+    def free(self, n=None, owner=None, slots=None):
+        """Records n units (or slots) given back by owner."""
+        self._op("free", n, owner, slots)
+
+    def idle(self):
+        """Marks an idle moment, when nothing should be held: what is, leaked."""
+        with self.lock:
+            if self.f is not None:
+                self._write({"op": "idle", "t": round(time.time(), 6)})
+                self.f.flush()
+
+    def close(self):
+        with self.lock:
+            if self.f is not None:
+                self.f.close()
+                self.f = None
+
+
+def pool(name, capacity, unit="slots", out=None):
+    """Opens the ledger of a pool the program manages itself:
+
+        kv = vramscope_hook.pool("token_to_kv_pool", 400000, "tokens")
+        kv.alloc(512, owner=req.rid)          # or kv.alloc(slots=[3, 4, 5], owner=...)
+        kv.free(512, owner=req.rid)
+        kv.idle()                             # nothing should be held now
+
+    It appends to OUT/{tag}_rank{R}_pid{P}_pool_{name}.ledger.jsonl, beside the
+    snapshots (OUT as start() or VRAMSCOPE_OUT say, else out, else the folder
+    start() would use). Each allocation records the stack that made it."""
+    rec = _recorder
+    folder = out or (rec.s.out if rec is not None else None) or Settings().out
+    tag = (rec.s.tag if rec is not None else None) or _env("TAG") or _script_tag()
+    base = "%s_rank%d_pid%d_pool_%s.ledger.jsonl" % (tag, _rank(), os.getpid(), _safe(name))
+    return Pool(name, capacity, unit, os.path.join(folder, base))
 
 
 # ------------------------------------------------------------- import hook

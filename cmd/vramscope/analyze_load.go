@@ -15,6 +15,7 @@ import (
 	"github.com/vramscope/vramscope/internal/units"
 	"github.com/vramscope/vramscope/memlog"
 	"github.com/vramscope/vramscope/pools"
+	"github.com/vramscope/vramscope/pools/ledger"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
@@ -24,7 +25,7 @@ import (
 // once would double the peak for little gain on a 2-core machine.
 
 // errNotAnalyzable names what analyze reads, for a file it cannot.
-var errNotAnalyzable = errors.New("not a snapshot, memory-log CSV, memory_summary dump, OOM message or serving log")
+var errNotAnalyzable = errors.New("not a snapshot, memory-log CSV, memory_summary dump, OOM message, serving log or pool ledger")
 
 // loadAll feeds every input named by args to a: snapshots, memory logs and
 // text dumps, which inputs.ExpandWithLogs finds in directories and globs.
@@ -132,6 +133,14 @@ func loadText(in inputs.Input, a *analyze.Analyzer) (bool, error) {
 	data, err := os.ReadFile(in.Path)
 	if err != nil {
 		return false, err
+	}
+	if ledger.Detect(data) {
+		l, err := ledger.Read(bytes.NewReader(data))
+		if err != nil {
+			return false, err
+		}
+		a.AddPoolLedger(in, l)
+		return true, nil
 	}
 	// A serving log may hold an OOM message too: both are read.
 	served := pools.Detect(data)
