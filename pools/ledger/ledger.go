@@ -63,13 +63,13 @@ func Detect(data []byte) bool {
 }
 
 type record struct {
-	Op       string  `json:"op"`
-	T        float64 `json:"t"`
-	N        int64   `json:"n"`
-	Owner    string  `json:"owner"`
-	Slots    []int64 `json:"slots"`
-	Stack    int     `json:"stack"`
-	ID       int     `json:"id"`
+	Op       string          `json:"op"`
+	T        float64         `json:"t"`
+	N        int64           `json:"n"`
+	Owner    string          `json:"owner"`
+	Slots    []int64         `json:"slots"`
+	Stack    int             `json:"stack"`
+	ID       int             `json:"id"`
 	RawFrame json.RawMessage `json:"frames"`
 	// header
 	Format   string `json:"format"`
