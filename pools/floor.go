@@ -36,9 +36,8 @@ const floorWindows = 24
 // a share are left out: SGLang's prefill line counts the chunked request
 // being prefilled in the pool but not among the running requests.
 func Floors(samples []Sample) (pts []FloorPoint, level int) {
-	if slices.ContainsFunc(samples, func(s Sample) bool { return s.Exact }) {
-		samples = slices.DeleteFunc(slices.Clone(samples), func(s Sample) bool { return !s.Exact })
-	}
+	exactOnly := slices.ContainsFunc(samples, func(s Sample) bool { return s.Exact })
+	use := func(s Sample) bool { return s.Exact || !exactOnly }
 	if len(samples) == 0 {
 		return nil, 0
 	}
@@ -57,7 +56,7 @@ func Floors(samples []Sample) (pts []FloorPoint, level int) {
 	}
 	for _, s := range samples {
 		w := window(s.At)
-		if minRun[w] < 0 || s.Running < minRun[w] {
+		if use(s) && (minRun[w] < 0 || s.Running < minRun[w]) {
 			minRun[w] = s.Running
 		}
 	}
@@ -69,7 +68,7 @@ func Floors(samples []Sample) (pts []FloorPoint, level int) {
 		floor[i] = -1
 	}
 	for _, s := range samples {
-		if w := window(s.At); s.Running <= level && (floor[w] < 0 || s.Used < floor[w]) {
+		if w := window(s.At); use(s) && s.Running <= level && (floor[w] < 0 || s.Used < floor[w]) {
 			floor[w] = s.Used
 		}
 	}

@@ -85,6 +85,7 @@ type parser struct {
 
 	pend     []byte
 	pendLine int
+	pendRec  any
 	pendOK   bool
 	joins    int
 	st       stamp
@@ -95,8 +96,8 @@ func (p *parser) line(raw []byte) {
 	line, outer, hasOuter := containerPrefix(bytes.TrimRight(raw, " \r"))
 	if p.pend != nil && p.joins < maxJoin && continues(line) {
 		joined := append(slices.Clip(p.pend), line...)
-		if ok := p.parses(joined); ok || !p.pendOK {
-			p.pend, p.pendOK = joined, ok
+		if rec, ok := p.record(joined); ok || !p.pendOK {
+			p.pend, p.pendRec, p.pendOK = joined, rec, ok
 			p.joins++
 			return
 		}
@@ -111,7 +112,7 @@ func (p *parser) line(raw []byte) {
 		p.st, p.hasSt = outer, true
 	}
 	p.pend, p.pendLine, p.joins = slices.Clone(line), p.log.Lines, 0
-	p.pendOK = p.parses(p.pend)
+	p.pendRec, p.pendOK = p.record(p.pend)
 }
 
 // continues reports whether line carries on the record before it rather
@@ -136,12 +137,6 @@ func continues(line []byte) bool {
 	return !dated
 }
 
-// parses tells whether text is a complete record.
-func (p *parser) parses(text []byte) bool {
-	_, ok := p.record(text)
-	return ok
-}
-
 // record reads text as whichever record its marker names.
 func (p *parser) record(text []byte) (any, bool) {
 	switch {
@@ -162,7 +157,7 @@ func (p *parser) flush() {
 	text, line := p.pend, p.pendLine
 	p.pend = nil
 	p.capacity(text)
-	rec, ok := p.record(text)
+	rec, ok := p.pendRec, p.pendOK
 	if !ok {
 		p.log.Unparsed++
 		if p.log.FirstUnparsed == "" {

@@ -56,9 +56,16 @@ const minLeakShare = 0.005
 // climbs, and one per pool its idle checks name. notes say why a series
 // was not judged.
 func Judge(l *Log) (leaks []Leak, notes []string) {
-	for _, rank := range ranks(l.Samples) {
-		ss := slices.DeleteFunc(slices.Clone(l.Samples), func(s Sample) bool { return s.Rank != rank })
-		if lk, ok := judgeSeries(l, rank, ss); ok {
+	var order []string
+	byRank := map[string][]Sample{}
+	for _, s := range l.Samples {
+		if _, ok := byRank[s.Rank]; !ok {
+			order = append(order, s.Rank)
+		}
+		byRank[s.Rank] = append(byRank[s.Rank], s)
+	}
+	for _, rank := range order {
+		if lk, ok := judgeSeries(l, rank, byRank[rank]); ok {
 			leaks = append(leaks, lk)
 		}
 	}
@@ -95,17 +102,6 @@ func unitOf(pool string) string {
 		return "request slots"
 	}
 	return "tokens"
-}
-
-// ranks lists the series' ranks in order of appearance.
-func ranks(ss []Sample) []string {
-	var out []string
-	for _, s := range ss {
-		if !slices.Contains(out, s.Rank) {
-			out = append(out, s.Rank)
-		}
-	}
-	return out
 }
 
 // judgeSeries fits one rank's floors with the trend tests memory uses:

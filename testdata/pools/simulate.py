@@ -48,8 +48,8 @@ class Req:
 
 
 class Engine:
-    def __init__(self, a, rng, write):
-        self.a, self.rng, self.write = a, rng, write
+    def __init__(self, a, rng, write, rank=1):
+        self.a, self.rng, self.write, self.rank = a, rng, write, rank
         self.page = 16 if a.engine == "vllm" else 1
         self.cap = a.capacity
         self.allocated = 0  # pool tokens held by requests, cache nodes and leaked aborts
@@ -200,7 +200,7 @@ class Engine:
         t = self.a.t0 + datetime.timedelta(seconds=now)
         if self.a.engine == "vllm":
             return "(APIServer pid=1637) INFO %s [loggers.py:123] Engine 000: " % t.strftime("%m-%d %H:%M:%S")
-        rank = {"none": "", "tp": " TP0", "dp": " DP1 TP0"}[self.a.prefix]
+        rank = {"none": "", "tp": " TP0", "dp": " DP%d TP0" % self.rank}[self.a.prefix]
         return "[%s%s] " % (t.strftime("%Y-%m-%d %H:%M:%S"), rank)
 
     def usage(self):
@@ -288,42 +288,46 @@ def main():
     p.add_argument("--idle-every", type=float, default=0, help="hours between maintenance pauses (no traffic for 2 minutes)")
     p.add_argument("--start", default="2026-03-02 08:00:00")
     p.add_argument("--truth", help="write what leaked, as JSON, to this file")
+    p.add_argument("--ranks", type=int, default=1, help="DP ranks, each with its own pool and lines (--prefix dp)")
     a = p.parse_args()
     a.t0 = datetime.datetime.strptime(a.start, "%Y-%m-%d %H:%M:%S")
     rng = random.Random(a.seed)
     out = sys.stdout
     e = Engine(a, rng, out.write)
+    others = [Engine(a, random.Random(a.seed * 1000 + i), out.write, rank=i + 2) for i in range(a.ranks - 1)]
     if a.engine == "vllm":
         out.write("(EngineCore_0 pid=1702) INFO %s [kv_cache_utils.py:1087] GPU KV cache size: {:,} tokens\n".format(a.capacity) % a.t0.strftime("%m-%d %H:%M:%S"))
     else:
         out.write("%smax_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=16384, max_running_requests=%d, context_len=32768, available_gpu_mem=13.50 GB\n" % (e.stamp(0), a.capacity, a.chunk, a.max_running))
     now, cyc, gen = 0.0, 0, 0
     try:
-        run(a, e, rng, now, cyc, gen)
+        run(a, [e] + others, rng, now, cyc, gen)
     finally:
         if a.truth:
             with open(a.truth, "w") as f:
                 f.write(e.truth() + "\n")
 
 
-def run(a, e, rng, now, cyc, gen):
+def run(a, engines, rng, now, cyc, gen):
+    gens = [0] * len(engines)
     while now < a.hours * 3600:
         paused = a.idle_every > 0 and (now % (a.idle_every * 3600)) > a.idle_every * 3600 - 120
-        if not paused:
-            # Poisson arrivals for this cycle
-            L, k, prod = math.exp(-rate(a.load, now) * CYCLE), 0, rng.random()
-            while prod > L:
-                k += 1
-                prod *= rng.random()
-            for _ in range(k):
-                e.arrive(now)
-        gen += e.cycle(now)
         cyc += 1
-        if cyc % a.log_every == 0:
-            e.log_decode(now, gen / (a.log_every * CYCLE))
-            gen = 0
-        if e.idle_check(now):
-            return
+        for i, e in enumerate(engines):
+            if not paused:
+                # Poisson arrivals for this cycle
+                L, k, prod = math.exp(-rate(a.load, now) * CYCLE), 0, e.rng.random()
+                while prod > L:
+                    k += 1
+                    prod *= e.rng.random()
+                for _ in range(k):
+                    e.arrive(now)
+            gens[i] += e.cycle(now)
+            if cyc % a.log_every == 0:
+                e.log_decode(now, gens[i] / (a.log_every * CYCLE))
+                gens[i] = 0
+            if e.idle_check(now):
+                return
         now += CYCLE
 
 
