@@ -137,13 +137,15 @@ func kindOfText(path string) (Kind, error) {
 	if err != nil {
 		return Other, err
 	}
+	// Serving logs and ledgers first: their tests stop at the first
+	// record, memlog's run regexps over the whole file.
+	if pools.Detect(data) || ledger.Detect(data) {
+		return Text, nil
+	}
 	switch memlog.Detect(data) {
 	case memlog.FormatCSV:
 		return MemoryLog, nil
 	case memlog.FormatSummary, memlog.FormatOOM:
-		return Text, nil
-	}
-	if pools.Detect(data) || ledger.Detect(data) {
 		return Text, nil
 	}
 	return Other, nil
