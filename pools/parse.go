@@ -90,6 +90,7 @@ type parser struct {
 	joins    int
 	st       stamp
 	hasSt    bool
+	stRaw    []byte // the prefix p.st was read from
 }
 
 func (p *parser) line(raw []byte) {
@@ -107,13 +108,31 @@ func (p *parser) line(raw []byte) {
 		p.capacity(line)
 		return
 	}
-	p.st, p.hasSt = parseStamp(line)
+	p.stamp(line)
 	if !p.hasSt && hasOuter {
 		p.st, p.hasSt = outer, true
 	}
 	p.pend, p.pendLine, p.joins = slices.Clone(line), p.log.Lines, 0
 	p.pendRec, p.pendOK = p.record(p.pend)
 }
+
+// stamp reads the line's time stamp, reusing the last one when the line
+// starts the same up to its first ']' (SGLang's whole prefix, vLLM's
+// level, time and file): a busy log prints many lines a second.
+func (p *parser) stamp(line []byte) {
+	n := bytes.IndexByte(line, ']') + 1
+	if n == 0 || n > maxStampPrefix || !p.hasSt || !bytes.Equal(line[:n], p.stRaw) {
+		p.st, p.hasSt = parseStamp(line)
+		p.stRaw = append(p.stRaw[:0], line[:max(n, 0)]...)
+		return
+	}
+	if p.st.layout == vllmLayout {
+		p.st.rank = vllmRank(line) // the engine index follows the ']'
+	}
+}
+
+// maxStampPrefix bounds the prefix the stamp cache compares.
+const maxStampPrefix = 128
 
 // continues reports whether line carries on the record before it rather
 // than starting one: it has no prefix any engine or logger writes.

@@ -138,3 +138,26 @@ func TestDetect(t *testing.T) {
 		}
 	}
 }
+
+// TestRanksAtOneSecond: lines of two DP engines printed in the same second
+// are two series (the stamp cache must not carry one engine's rank over).
+func TestRanksAtOneSecond(t *testing.T) {
+	for text, want := range map[string]string{
+		"(APIServer pid=9) INFO 10-15 00:00:48 [loggers.py:123] Engine 000: Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%\n" +
+			"(APIServer pid=9) INFO 10-15 00:00:48 [loggers.py:123] Engine 001: Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: 2.0%\n": "Engine 000|Engine 001",
+		"[2025-03-04 10:00:01 DP0 TP0] Decode batch. #running-req: 5, #token: 10, token usage: 0.00, #queue-req: 0\n" +
+			"[2025-03-04 10:00:01 DP1 TP0] Decode batch. #running-req: 5, #token: 20, token usage: 0.00, #queue-req: 0\n": "DP0 TP0|DP1 TP0",
+	} {
+		l, err := Parse(strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, s := range l.Samples {
+			got = append(got, s.Rank)
+		}
+		if strings.Join(got, "|") != want {
+			t.Errorf("ranks %q, want %s", got, want)
+		}
+	}
+}

@@ -58,10 +58,11 @@ func parseSGLangStats(line []byte) (s Sample, ok bool) {
 			}
 			return s, false
 		}
-		k := squash(key)
+		var buf [32]byte
+		k := squash(key, buf[:0])
 		v := strings.TrimRight(string(bytes.TrimSpace(val)), ".%")
 		var err error
-		switch k {
+		switch string(k) {
 		case "#running-req":
 			s.Running, err = strconv.Atoi(v)
 			have.running = true
@@ -86,14 +87,14 @@ func parseSGLangStats(line []byte) (s Sample, ok bool) {
 
 // squash drops the blanks from a field name, so that a name split by
 // wrapping ("token usa" / "ge") reads the same once the lines are joined.
-func squash(b []byte) string {
-	out := make([]byte, 0, len(b))
+// It appends to out, which a caller keeps on its stack.
+func squash(b, out []byte) []byte {
 	for _, c := range b {
 		if c != ' ' && c != '\t' && c != '\r' {
 			out = append(out, c)
 		}
 	}
-	return string(out)
+	return out
 }
 
 // SGLang's idle check (Scheduler.check_memory, called when nothing runs

@@ -81,13 +81,21 @@ func parseStamp(line []byte) (stamp, bool) {
 		if err != nil {
 			return stamp{}, false
 		}
-		s := stamp{t: t.AddDate(2000, 0, 0), dated: true, layout: "01-02 15:04:05"} // no year printed: any fixed one orders the log
-		if j := bytes.Index(line, []byte("Engine ")); j >= 0 && j+10 <= len(line) {
-			s.rank = string(line[j : j+10])
-		}
-		return s, true
+		// No year printed: any fixed one orders the log.
+		return stamp{t: t.AddDate(2000, 0, 0), dated: true, layout: vllmLayout, rank: vllmRank(line)}, true
 	}
 	return stamp{}, false
+}
+
+// vllmLayout is vLLM's time stamp, which has no year.
+const vllmLayout = "01-02 15:04:05"
+
+// vllmRank is the "Engine 000" a vLLM V1 line names (the DP engine), or "".
+func vllmRank(line []byte) string {
+	if j := bytes.Index(line, []byte("Engine ")); j >= 0 && j+10 <= len(line) {
+		return string(line[j : j+10])
+	}
+	return ""
 }
 
 func at(f [][]byte, i int) []byte {
