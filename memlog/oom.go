@@ -1,6 +1,7 @@
 package memlog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -326,9 +327,19 @@ const (
 	prefixLen = 120
 )
 
+// oomWords: every error ParseOOMMessages reads contains one of these. A
+// plain search for them spares the regexps a long text with none (a day of
+// serving logs: a minute of regexps).
+var oomWords = [][]byte{[]byte("out of memory"), []byte("OutOfMemory"), []byte("OUT_OF_MEMORY"),
+	[]byte("ALLOC_FAILED"), []byte("AllocFailed"), []byte("memory_error"), []byte("MemoryAllocation"),
+	[]byte("Failed to CUDA")}
+
 // ContainsOOM reports whether data holds an out-of-memory error that
 // ParseOOMMessages reads.
 func ContainsOOM(data []byte) bool {
+	if !slices.ContainsFunc(oomWords, func(w []byte) bool { return bytes.Contains(data, w) }) {
+		return false
+	}
 	if oomStart.Match(data) || bareStart.Match(data) || asyncStart.Match(data) {
 		return true
 	}

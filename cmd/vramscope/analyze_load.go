@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"slices"
 	"sync"
 
 	"github.com/vramscope/vramscope/analyze"
@@ -124,11 +123,6 @@ func loadSnapshot(in inputs.Input, stderr io.Writer, a *analyze.Analyzer, also s
 	a.AddSnapshot(in, sn)
 }
 
-// oomHints are words every OOM message memlog recognizes contains one of.
-var oomHints = [][]byte{[]byte("out of memory"), []byte("OutOfMemory"), []byte("OUT_OF_MEMORY"),
-	[]byte("ALLOC_FAILED"), []byte("AllocFailed"), []byte("memory_error"), []byte("MemoryAllocation"),
-	[]byte("Failed to CUDA")}
-
 // snapshotHook receives each decoded snapshot of loadAllWith.
 type snapshotHook func(inputs.Input, *snapshot.Snapshot) error
 
@@ -148,9 +142,7 @@ func loadText(in inputs.Input, a *analyze.Analyzer) (bool, error) {
 		a.AddPoolLedger(in, l)
 		return true, nil
 	}
-	// A serving log may hold an OOM message too: both are read. memlog's
-	// tests run regexps over the whole text, a minute for a day of logs,
-	// so a serving log gets them only when it names an allocation failure.
+	// A serving log may hold an OOM message too: both are read.
 	served := pools.Detect(data)
 	if served {
 		l, err := pools.Parse(bytes.NewReader(data))
@@ -158,7 +150,7 @@ func loadText(in inputs.Input, a *analyze.Analyzer) (bool, error) {
 			return false, err
 		}
 		a.AddServingLog(in, l)
-		if !slices.ContainsFunc(oomHints, func(h []byte) bool { return bytes.Contains(data, h) }) {
+		if !memlog.ContainsOOM(data) {
 			return true, nil
 		}
 	}
