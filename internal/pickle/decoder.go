@@ -10,17 +10,16 @@ import (
 	"strings"
 )
 
-// Limits bound what a hostile input can make the VM hold. Memory otherwise
-// grows only with what the input really contains (every memo entry and
-// every string byte costs the input at least one byte).
+// Limits bound what a hostile input can make the VM hold.
 type Limits struct {
 	MaxStack  int   // values on the stack (real snapshots: < 10,000)
 	MaxMarks  int   // open MARKs (real snapshots: 7)
 	MaxString int64 // bytes in one str/bytes object
+	Budget    Budget
 }
 
 // DefaultLimits are generous for PyTorch memory snapshots.
-var DefaultLimits = Limits{MaxStack: 1 << 22, MaxMarks: 1 << 16, MaxString: 1 << 30}
+var DefaultLimits = Limits{MaxStack: 1 << 22, MaxMarks: 1 << 16, MaxString: 1 << 30, Budget: DefaultBudget}
 
 // The read buffer starts at minBuf and grows to maxBuf once the input has
 // filled it: 1 MiB keeps read calls rare on big files, and small inputs
@@ -45,6 +44,7 @@ type Decoder struct {
 
 	sink    Sink
 	whole   WholeSink // sink, if it builds whole containers (whole.go)
+	keeper  Keeper    // sink, if it says what it keeps (budget.go)
 	pending []pending
 	lim     Limits
 	proto   int
@@ -54,6 +54,8 @@ type Decoder struct {
 	handles []handle
 	free    []Handle
 	long    []byte // scratch for strings longer than the buffer
+
+	held int64 // bytes charged to the budget besides what it measures (budget.go)
 
 	stop int64  // DecodeTo's offset, or -1
 	top  *Value // the result, once DecodeTo ran into STOP
@@ -72,6 +74,7 @@ type handle struct {
 func NewDecoder(r io.Reader, sink Sink, lim Limits) *Decoder {
 	d := &Decoder{r: r, buf: make([]byte, minBuf), sink: sink, lim: lim, stop: -1}
 	d.whole, _ = sink.(WholeSink)
+	d.keeper, _ = sink.(Keeper)
 	return d
 }
 
@@ -84,6 +87,7 @@ func NewDecoder(r io.Reader, sink Sink, lim Limits) *Decoder {
 func NewDecoderBytes(src []byte, sink Sink, lim Limits, moved func(base int64)) *Decoder {
 	d := &Decoder{src: src, moved: moved, sink: sink, lim: lim, stop: -1}
 	d.whole, _ = sink.(WholeSink)
+	d.keeper, _ = sink.(Keeper)
 	return d
 }
 
@@ -218,6 +222,11 @@ func (d *Decoder) push(v Value) error {
 	if len(d.stack) >= d.lim.MaxStack {
 		return fmt.Errorf("stack overflow: more than %d values", d.lim.MaxStack)
 	}
+	if len(d.stack) == cap(d.stack) {
+		if err := d.check("the stack", valueBytes*int64(max(cap(d.stack), 1024))); err != nil {
+			return err
+		}
+	}
 	if v.Kind == KindRef {
 		d.handles[v.N].refs++
 	}
@@ -262,6 +271,9 @@ func (d *Decoder) newHandle(c Container) (Handle, error) {
 		h = d.free[n-1]
 		d.free = d.free[:n-1]
 	} else {
+		if err := d.check("open containers", handleBytes); err != nil {
+			return 0, err
+		}
 		h = Handle(len(d.handles))
 		d.handles = append(d.handles, handle{})
 	}
@@ -349,6 +361,9 @@ func (d *Decoder) add(h Handle, at int, dict bool, items []Value) error {
 	} else {
 		err = d.sink.Append(h, items)
 	}
+	if err == nil {
+		err = d.check("container items", 0)
+	}
 	if err != nil || d.part != nil && h == d.part.list || !consumed(d.buf[d.pos:d.end], !dict) {
 		return err // a tail's list stays open: the head's decoder owns it
 	}
@@ -385,6 +400,9 @@ func (d *Decoder) memoPut(id uint64) error {
 	if err := d.memo.put(id, v); err != nil {
 		return err
 	}
+	if err := d.check("the memo", 0); err != nil {
+		return err
+	}
 	if v.Kind == KindRef {
 		hs := &d.handles[v.N]
 		hs.memo = append(hs.memo, id)
@@ -401,6 +419,9 @@ func (d *Decoder) memoGet(id uint64) error {
 }
 
 func (d *Decoder) str(b []byte, isBytes bool) error {
+	if err := d.charge(len(b), "strings"); err != nil {
+		return err
+	}
 	v, err := d.sink.String(b, isBytes)
 	if err != nil {
 		return err
@@ -447,6 +468,10 @@ func (d *Decoder) run() (Value, bool, error) {
 		if d.end-d.pos < 16 && !d.eof {
 			if err := d.fill(len(d.buf)); err != nil {
 				return Value{}, false, &Error{Offset: d.Offset(), Err: err}
+			}
+			// Once a window: what fast() built, which it does not check.
+			if err := d.check("", 0); err != nil && d.pos < d.end {
+				return Value{}, false, &Error{Offset: d.Offset(), Op: d.buf[d.pos], Err: err}
 			}
 		}
 		if err := d.fast(); err != nil {
@@ -497,7 +522,7 @@ func (d *Decoder) fast() error {
 	// so stopping within maxStack-len(stack) bytes keeps the stack in its
 	// limit without a check per opcode; the last 16 buffered bytes are
 	// left for step, so no argument is read past the buffer.
-	limit := min(d.end-16, pos+d.lim.MaxStack-len(stack)-1)
+	limit := min(d.end-16, pos+d.stackRoom()-1)
 	if d.stop >= 0 {
 		limit = min(limit, int(d.stop-d.base)-1)
 	}
@@ -619,7 +644,11 @@ out:
 	d.pos, d.stack = pos, stack
 	if len(d.pending) > 0 {
 		if err := d.materialize(); err != nil {
-			return &Error{Offset: d.Offset(), Err: fmt.Errorf("opening a container: %w", err)}
+			e := &Error{Offset: d.Offset(), Err: fmt.Errorf("opening a container: %w", err)}
+			if d.pos < d.end {
+				e.Op = d.buf[d.pos] // the opcode fast() stopped at
+			}
+			return e
 		}
 	}
 	return nil
@@ -868,6 +897,9 @@ func (d *Decoder) step(op byte) (Value, bool, error) {
 		if err != nil {
 			return Value{}, false, err
 		}
+		if err := d.check("tuples", 0); err != nil {
+			return Value{}, false, err
+		}
 		return Value{}, false, d.push(t)
 	case opDict, opList:
 		items, err := d.popMark()
@@ -895,9 +927,14 @@ func (d *Decoder) step(op byte) (Value, bool, error) {
 			return Value{}, false, nil
 		}
 		if op == opDict {
-			return Value{}, false, d.sink.SetItems(h, kept)
+			err = d.sink.SetItems(h, kept)
+		} else {
+			err = d.sink.Append(h, kept)
 		}
-		return Value{}, false, d.sink.Append(h, kept)
+		if err != nil {
+			return Value{}, false, err
+		}
+		return Value{}, false, d.check("container items", 0)
 	case opPop:
 		if len(d.marks) > 0 && len(d.stack) == d.marks[len(d.marks)-1] {
 			// POP of a MARK discards the mark (pickle's pop_mark semantics).

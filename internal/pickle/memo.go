@@ -104,6 +104,16 @@ func unpack(u uint32, wide []Value) Value {
 	return Value{Kind: unpackedKind[k], N: uint64(u & payloadMask)}
 }
 
+// bytes is what the memo holds, for the budget: its chunks as allocated,
+// and about 48 bytes a sparse entry (map bucket share included).
+func (m *memo) bytes() int64 {
+	n := int64(len(m.wide)) * valueBytes
+	for _, c := range m.chunks {
+		n += 4 * int64(cap(c))
+	}
+	return n + 48*int64(len(m.sparse))
+}
+
 // len is Python's len(memo): the id the next MEMOIZE uses.
 func (m *memo) len() uint64 { return m.n + uint64(len(m.sparse)) }
 

@@ -1,0 +1,130 @@
+package pickle
+
+import (
+	"fmt"
+
+	"github.com/vramscope/vramscope/internal/units"
+)
+
+// Budget bounds the memory a decoder and its sink may hold by the input
+// they have read so far: Base bytes, plus PerByte for every byte read. A
+// decoder counts what it reads, not what the input claims, so the bound
+// holds for a stream of unknown length, such as a decompressed one, and a
+// hostile file costs in proportion to its real size.
+//
+// What the VM holds is checked as it grows: the stack, open containers,
+// memo entries and the strings step decodes, with what a Keeper sink says
+// it keeps; and once per window of input, for what fast() built. Short
+// strings fast() decodes are not charged: each costs the input its own
+// bytes, and PerByte is more than one. A zero PerByte turns the budget off.
+type Budget struct {
+	Base    int64
+	PerByte int64
+}
+
+// DefaultBudget holds PyTorch snapshots with room to spare: what it
+// charges for one comes to 0.3-0.4 bytes per byte of a file of megabytes
+// (the 26 MB GPU-made bench seed: 8.1 MiB; the process holds 0.52 of the
+// file in all), while a hostile 2 MB file stops at 12 MiB. The process's
+// peak RSS stays within 4 times the budget (the garbage collector's
+// headroom and the copies a growing slice leaves): TestHostileMemory in
+// snapshot.
+var DefaultBudget = Budget{Base: 8 << 20, PerByte: 2}
+
+// A Keeper is a Sink that says how many bytes it keeps of what it was
+// given (containers it does not turn into records of its own, say), so
+// that the budget bounds those too.
+type Keeper interface {
+	Sink
+	Kept() int64
+}
+
+// What the budget charges for what it does not measure from a size.
+const (
+	valueBytes = 16 // a Value, on the stack or kept by the sink
+	// handleBytes is a handle and the sink's open container: snapshot's
+	// builder keeps the fields of a dict in one (about 600 bytes).
+	handleBytes  = 1024
+	pendingBytes = 24 // one pending container (whole.go)
+)
+
+// BudgetError is a decode stopped because what the decoder holds outgrew
+// its budget for the bytes read. The decoder wraps it in an Error with the
+// offset and opcode.
+type BudgetError struct {
+	What   string // what grew past the budget: "open containers", "the stack"...
+	Held   int64  // bytes it would hold, as charged
+	Read   int64  // bytes of input read
+	Budget Budget
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("%s outgrew the memory budget: %v needed after %v of input, over the %v + %d bytes per input byte that a snapshot may use",
+		e.What, units.Bytes(e.Held), units.Bytes(e.Read), units.Bytes(e.Budget.Base), e.Budget.PerByte)
+}
+
+// charge adds n bytes that the sink will keep and checks the budget.
+func (d *Decoder) charge(n int, what string) error {
+	d.held += int64(n)
+	return d.check(what, 0)
+}
+
+// check returns a BudgetError naming what if the decoder, with grow more
+// bytes, would hold more than its budget allows for the bytes read so far.
+func (d *Decoder) check(what string, grow int64) error {
+	if held, ok := d.fits(grow); !ok {
+		if what == "" {
+			what = d.largest()
+		}
+		return &BudgetError{What: what, Held: held, Read: d.Offset(), Budget: d.lim.Budget}
+	}
+	return nil
+}
+
+// fits reports whether the decoder, with grow more bytes, holds no more
+// than its budget allows, and what it would hold.
+func (d *Decoder) fits(grow int64) (int64, bool) {
+	b := d.lim.Budget
+	if b.PerByte == 0 {
+		return 0, true
+	}
+	held := grow + d.held + valueBytes*int64(cap(d.stack)) + handleBytes*int64(len(d.handles)) +
+		pendingBytes*int64(cap(d.pending)) + d.memo.bytes()
+	if d.keeper != nil {
+		held += d.keeper.Kept()
+	}
+	return held, held <= b.Base+b.PerByte*d.Offset()
+}
+
+// largest names what holds the most, for a check that is not made where
+// one thing grows.
+func (d *Decoder) largest() string {
+	what, most := "the stack", valueBytes*int64(cap(d.stack))
+	for _, c := range []struct {
+		what string
+		n    int64
+	}{
+		{"open containers", handleBytes * int64(len(d.handles))},
+		{"the memo", d.memo.bytes()},
+		{"strings", d.held},
+	} {
+		if c.n > most {
+			what, most = c.what, c.n
+		}
+	}
+	if d.keeper != nil && d.keeper.Kept() > most {
+		what = "containers"
+	}
+	return what
+}
+
+// stackRoom is how many values fast() may push: up to the stack's limit,
+// or only into its present capacity if growing it (append doubles it at
+// most) would break the budget; step's push then says so.
+func (d *Decoder) stackRoom() int {
+	room := d.lim.MaxStack - len(d.stack)
+	if _, ok := d.fits(valueBytes * int64(max(cap(d.stack), 1024))); !ok {
+		room = min(room, cap(d.stack)-len(d.stack))
+	}
+	return room
+}
