@@ -105,6 +105,12 @@ type builder struct {
 	lists   [][]pickle.Value
 	dicts   [][]pickle.Value
 
+	// kept is the bytes of the containers kept as values (generic lists,
+	// dicts and tuples) and of the open ones' items, for the decoder's
+	// memory budget (pickle.Keeper); typed records cost the input more
+	// bytes than they keep.
+	kept int64
+
 	lastStreamRaw int64
 	lastStream    StreamID
 	sawHistory    bool
@@ -195,8 +201,16 @@ func (b *builder) SetItems(h pickle.Handle, kv []pickle.Value) error {
 		return errors.New("SETITEMS on a list")
 	}
 	b.setItems(&ct.d, kv)
+	b.kept += valueBytes * int64(len(kv))
 	return nil
 }
+
+// valueBytes is a pickle.Value's size, what the builder keeps per item.
+const valueBytes = 16
+
+// Kept is what the builder keeps of the values it was given, for the
+// decoder's memory budget.
+func (b *builder) Kept() int64 { return b.kept }
 
 func (b *builder) setItems(d *dictB, kv []pickle.Value) {
 	keyOf := b.keyOf
@@ -236,6 +250,7 @@ func (b *builder) Append(h pickle.Handle, items []pickle.Value) error {
 		return errors.New("APPEND on a dict")
 	}
 	b.appendItems(&ct.l, items)
+	b.kept += valueBytes * int64(len(items))
 	return nil
 }
 
@@ -308,6 +323,7 @@ func (b *builder) toGeneric(l *listB) {
 
 func (b *builder) Tuple(items []pickle.Value) (pickle.Value, error) {
 	b.lists = append(b.lists, append([]pickle.Value(nil), items...))
+	b.kept += valueBytes * int64(len(items)+2)
 	return pickle.Value{Kind: vTuple, N: uint64(len(b.lists) - 1)}, nil
 }
 
@@ -323,6 +339,7 @@ func (b *builder) closeList(l *listB) (pickle.Value, error) {
 	switch {
 	case l.isGen:
 		b.lists = append(b.lists, append([]pickle.Value(nil), l.generic...))
+		b.kept += valueBytes * int64(len(l.generic)+2)
 		return pickle.Value{Kind: vList, N: uint64(len(b.lists) - 1)}, nil
 	case l.elem == 0:
 		return pickle.Value{Kind: vEmpty}, nil
@@ -420,6 +437,7 @@ func (b *builder) generic(d *dictB) pickle.Value {
 	}
 	kv = append(kv, d.extra...)
 	b.dicts = append(b.dicts, kv)
+	b.kept += valueBytes * int64(len(kv)+2)
 	return pickle.Value{Kind: vDict, N: uint64(len(b.dicts) - 1)}
 }
 

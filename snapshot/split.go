@@ -96,7 +96,7 @@ func ReadAt(r io.ReaderAt, size int64) (*Snapshot, error) {
 	magic := make([]byte, 4)
 	n, _ := r.ReadAt(magic, 0)
 	// With one core the tail's walk would only add work.
-	if size < splitMin || compressed(magic[:n]) || runtime.GOMAXPROCS(0) < 2 {
+	if size < splitMin || Compressed(magic[:n]) || runtime.GOMAXPROCS(0) < 2 {
 		return Read(io.NewSectionReader(r, 0, size))
 	}
 	sn, _, err := decodeSplit(atSource{r, size}, balancedSplit)
@@ -116,7 +116,7 @@ var errNoMapping = errors.New("the file cannot be mapped")
 func ReadFile(f *os.File, size int64, progress func(off int64)) (*Snapshot, error) {
 	if size >= splitMin && runtime.GOMAXPROCS(0) >= 2 {
 		if m, err := mapFile(f, size); err == nil {
-			if !compressed(m.b[:4]) {
+			if !Compressed(m.b[:4]) {
 				defer m.close()
 				return readMapped(m, progress)
 			}
