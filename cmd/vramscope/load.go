@@ -97,7 +97,8 @@ func load(in inputs.Input, stderr io.Writer) (*snapshot.Snapshot, error) {
 		sn, err = snapshot.Read(br)
 	}
 	if err != nil {
-		if kind, _ := inputs.KindOf(bytes.NewReader(head)); kind != inputs.Snapshot {
+		// A compressed stream's error already says what it holds.
+		if kind, _ := inputs.KindOf(bytes.NewReader(head)); kind != inputs.Snapshot && !snapshot.Compressed(head) {
 			return nil, fmt.Errorf("%w (it starts with %q)", errNotSnapshot, head[:min(len(head), 16)])
 		}
 		if size := r.Size(); size >= 0 {
