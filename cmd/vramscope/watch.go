@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/vramscope/vramscope/analyze"
+	"github.com/vramscope/vramscope/internal/localhttp"
 	"github.com/vramscope/vramscope/internal/trend"
 	"github.com/vramscope/vramscope/internal/units"
 	"github.com/vramscope/vramscope/report/page"
@@ -34,6 +35,7 @@ import (
 type watchFlags struct {
 	interval       time.Duration
 	listen         string
+	allowHosts     []string
 	data           string
 	keepRaw        time.Duration
 	retention      time.Duration
@@ -88,6 +90,7 @@ Exit status 2 when no NVIDIA driver is found.`,
 	f := cmd.Flags()
 	f.DurationVar(&fl.interval, "interval", time.Second, "time between samples")
 	f.StringVar(&fl.listen, "listen", "127.0.0.1:9400", "serve /metrics (and the page, with --ui) on `HOST:PORT`")
+	f.StringSliceVar(&fl.allowHosts, "allow-host", nil, "answer requests for this `NAME` too when listening on loopback (others are refused: DNS rebinding)")
 	f.StringVar(&fl.data, "data", "", "keep the history in `DIR` (created if missing; none when empty)")
 	f.DurationVar(&fl.keepRaw, "keep-raw", history.DefaultOptions.Raw, "keep every sample this long, then per-minute min, max and last")
 	f.DurationVar(&fl.retention, "retention", history.DefaultOptions.Retention, "keep the per-minute history this long")
@@ -195,7 +198,7 @@ func runWatch(ctx context.Context, stderr io.Writer, fl watchFlags) error {
 		mux.Handle("/", ui.Handler(a, ui.Options{Hostname: hostname, Report: writeReportPage}))
 		served += ", page on http://" + ln.Addr().String() + "/"
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs := localhttp.NewServer(ln.Addr(), mux, localhttp.Options{AllowHosts: fl.allowHosts, Static: ui.Static})
 	go hs.Serve(ln)
 	fmt.Fprintf(stderr, "vramscope: watching %s (driver %s) every %v; %s\n", hostname, src.Driver(), fl.interval, served)
 	err = a.Run(ctx, fl.interval)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/localhttp"
 	"github.com/vramscope/vramscope/watch/agent"
 	"github.com/vramscope/vramscope/watch/dump"
 	"github.com/vramscope/vramscope/watch/gpu"
@@ -52,11 +53,15 @@ func server(t *testing.T) (*httptest.Server, *[]string) {
 		a.Wait()
 	}
 	var reported []string
-	srv := httptest.NewServer(Handler(a, Options{Hostname: "node-7", Report: func(ctx context.Context, w io.Writer, title string, paths []string) error {
+	h := Handler(a, Options{Hostname: "node-7", Report: func(ctx context.Context, w io.Writer, title string, paths []string) error {
 		reported = append(reported, paths...)
 		_, err := io.WriteString(w, "<html>"+title+"</html>")
 		return err
-	}}))
+	}})
+	// Served as watch serves it, behind the guard.
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config.Handler = localhttp.Guard(srv.Listener.Addr(), h, localhttp.Options{Static: Static})
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv, &reported
 }
