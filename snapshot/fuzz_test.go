@@ -8,11 +8,11 @@ import (
 )
 
 // FuzzDecode feeds arbitrary bytes to the decoder, seeded with every real
-// fixture and hostile file. It must return (a snapshot or an error) without
+// fixture, legacy format and hostile file (.ci/fuzz runs it in CI). It must return (a snapshot or an error) without
 // panicking; crashers found by `go test -fuzz=FuzzDecode` are kept under
 // testdata/fuzz/FuzzDecode and replayed by every plain `go test`.
 func FuzzDecode(f *testing.F) {
-	for _, glob := range []string{"testdata/format/*.pickle", "testdata/hostile/*.pickle"} {
+	for _, glob := range []string{"testdata/format/*.pickle", "testdata/hostile/*.pickle", "testdata/legacy/*.pickle"} {
 		files, _ := filepath.Glob(glob)
 		for _, p := range files {
 			raw, err := os.ReadFile(p)
