@@ -84,5 +84,8 @@ func (a *Analyzer) Report() *Report {
 		r.Verdict = worse(r.Verdict, p.Verdict)
 		r.Processes = append(r.Processes, p)
 	}
+	if len(r.Processes) == 0 {
+		r.Verdict = NoVerdict
+	}
 	return r
 }

@@ -18,6 +18,9 @@ const (
 	Leak          Verdict = "leak"
 	Fragmentation Verdict = "fragmentation"
 	OOM           Verdict = "oom"
+	// NoVerdict is a report's verdict when no input could be read: with
+	// nothing read there is nothing to judge, healthy included.
+	NoVerdict Verdict = "none"
 )
 
 // verdictRank orders verdicts by how bad they are: an OOM is what the

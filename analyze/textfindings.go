@@ -72,7 +72,10 @@ func sameOOM(fs []diagnose.Finding, f diagnose.Finding) int {
 
 // corroboration is what a log adds to a snapshot's finding.
 func corroboration(f diagnose.Finding) map[string]any {
-	c := map[string]any{"title": f.Title, "bytes_per_step": f.BytesPerStep}
+	c := map[string]any{"title": f.Title}
+	if f.BytesPerStep != 0 { // a log's growth; an OOM message has none
+		c["bytes_per_step"] = f.BytesPerStep
+	}
 	for _, k := range []string{"source", "per", "samples", "steadiness", "line", "cause", "contributing"} {
 		if v, ok := f.Evidence[k]; ok {
 			c[k] = v
