@@ -118,13 +118,23 @@ func (d *Decoder) largest() string {
 	return what
 }
 
-// stackRoom is how many values fast() may push: up to the stack's limit,
-// or only into its present capacity if growing it (append doubles it at
-// most) would break the budget; step's push then says so.
+// stackRoom is how many values fast() may push: up to the stack's limit
+// and twice its capacity, or only into its present capacity if growing it
+// would break the budget; step's push then says so. Below
+// smallStack values no growth can break it, and fast() stops there before
+// the check is made: real snapshots never get there (< 10,000 values), so
+// fast() pays no check for them.
 func (d *Decoder) stackRoom() int {
 	room := d.lim.MaxStack - len(d.stack)
-	if _, ok := d.fits(valueBytes * int64(max(cap(d.stack), 1024))); !ok {
-		room = min(room, cap(d.stack)-len(d.stack))
+	if len(d.stack) < smallStack {
+		return min(room, smallStack-len(d.stack))
 	}
-	return room
+	grow := cap(d.stack) // to twice its capacity, at most, before the next check
+	if _, ok := d.fits(valueBytes * int64(grow)); !ok {
+		grow = 0
+	}
+	return min(room, cap(d.stack)+grow-len(d.stack))
 }
+
+// smallStack is a stack size whose growth fits any budget's Base: 1 MiB.
+const smallStack = 1 << 16

@@ -20,6 +20,8 @@ type memo struct {
 	sparse map[uint64]uint32 // ids > n from explicit PUTs (protocols 0-3)
 	wide   []Value           // values too wide to pack
 	tail   *tailMemo
+	// chunkBytes is the chunks' capacity in bytes, for the budget.
+	chunkBytes int64
 }
 
 // tailMemo is the entries a spliced tail made (split.go), ids lo..hi-1:
@@ -107,11 +109,19 @@ func unpack(u uint32, wide []Value) Value {
 // bytes is what the memo holds, for the budget: its chunks as allocated,
 // and about 48 bytes a sparse entry (map bucket share included).
 func (m *memo) bytes() int64 {
-	n := int64(len(m.wide)) * valueBytes
-	for _, c := range m.chunks {
-		n += 4 * int64(cap(c))
+	n := m.chunkBytes + int64(len(m.wide))*valueBytes + 48*int64(len(m.sparse))
+	if m.tail != nil {
+		n += int64(len(m.tail.wide)) * valueBytes
 	}
-	return n + 48*int64(len(m.sparse))
+	return n
+}
+
+// countChunks sets chunkBytes from the chunks, once they were taken over.
+func (m *memo) countChunks() {
+	m.chunkBytes = 0
+	for _, c := range m.chunks {
+		m.chunkBytes += 4 * int64(cap(c))
+	}
 }
 
 // len is Python's len(memo): the id the next MEMOIZE uses.
@@ -146,8 +156,11 @@ func (m *memo) put(i uint64, v Value) error {
 			ch := make([]uint32, 0, c)
 			hugepage.Advise(ch)
 			m.chunks = append(m.chunks, ch)
+			m.chunkBytes += 4 * int64(c)
 		}
+		grown := cap(m.chunks[k])
 		m.chunks[k] = append(m.chunks[k], u)
+		m.chunkBytes += 4 * int64(cap(m.chunks[k])-grown)
 		m.n++
 		if m.sparse != nil {
 			delete(m.sparse, i)

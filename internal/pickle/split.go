@@ -482,6 +482,7 @@ func (d *Decoder) Splice(t *Decoder, tr func(Value) Value, r io.Reader) error {
 		d.memo.n = t.memo.n
 		d.memo.tail = &tailMemo{lo: p.base, hi: t.memo.n, wide: t.memo.wide, tr: tr}
 	}
+	d.memo.countChunks()
 	t.memo = memo{}
 	d.base, d.pos, d.end, d.eof = p.end, 0, 0, false
 	if d.src == nil {
