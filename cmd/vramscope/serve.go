@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/vramscope/vramscope/inputs"
+	"github.com/vramscope/vramscope/internal/localhttp"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/report/web"
 	"github.com/vramscope/vramscope/snapshot"
@@ -20,6 +21,7 @@ import (
 func newServeCommand(stderr io.Writer) *cobra.Command {
 	var fl viewFlags
 	var addr string
+	var allowHosts []string
 	cmd := &cobra.Command{
 		Use:   "serve [flags] PATH... [--addr 127.0.0.1:8080]",
 		Short: "Serve the report's views in the browser, with any moment and any two snapshots on demand",
@@ -30,18 +32,22 @@ or of two). The page opens at once and shows the loading progress; the
 snapshots stay in memory while the server runs.
 
 It binds to the loopback address by default: a snapshot's stacks name your
-code. Stop it with Ctrl-C.`,
+code. There it answers only requests for that address (localhost, 127.0.0.1,
+[::1] and the port; --allow-host adds a name), so another site cannot point
+its name at it, and another site's page gets nothing but the page itself.
+Stop it with Ctrl-C.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runServe(cmd.Context(), stderr, args, addr, fl)
+			return runServe(cmd.Context(), stderr, args, addr, allowHosts, fl)
 		},
 	}
 	fl.register(cmd)
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "listen on `HOST:PORT` (port 0 picks a free one)")
+	cmd.Flags().StringSliceVar(&allowHosts, "allow-host", nil, "answer requests for this `NAME` too when listening on loopback (others are refused: DNS rebinding)")
 	return cmd
 }
 
-func runServe(ctx context.Context, stderr io.Writer, args []string, addr string, fl viewFlags) error {
+func runServe(ctx context.Context, stderr io.Writer, args []string, addr string, allowHosts []string, fl viewFlags) error {
 	ins, _, err := inputs.Expand(args)
 	if err != nil {
 		return &inputError{msg: err.Error()}
@@ -57,7 +63,7 @@ func runServe(ctx context.Context, stderr io.Writer, args []string, addr string,
 	fmt.Fprintf(stderr, "vramscope: serving http://%s/ (loading %d inputs)\n", ln.Addr(), len(ins))
 	go loadForServe(ctx, stderr, args, fl, srv)
 
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := localhttp.NewServer(ln.Addr(), srv.Handler(), localhttp.Options{AllowHosts: allowHosts, Static: web.Static})
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -84,6 +84,11 @@ func (s *Server) Fail(err error) {
 	s.status.State, s.status.Error = "failed", err.Error()
 }
 
+// Static are the paths another site's page may link to (serve passes them
+// to localhttp.Guard): the page, which holds no data of its own; the API
+// answers the page alone.
+var Static = []string{"/"}
+
 // Handler routes the page and the API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
