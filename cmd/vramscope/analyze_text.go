@@ -21,7 +21,11 @@ import (
 func writeAnalysis(w io.Writer, rep *analyze.Report) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	p("verdict: %s (%s)\n", rep.Verdict, tally(rep))
+	if rep.Verdict == analyze.NoVerdict {
+		p("verdict: none (no input could be read)\n")
+	} else {
+		p("verdict: %s (%s)\n", rep.Verdict, tally(rep))
+	}
 	for _, pr := range rep.Processes {
 		p("\n%s", pr.ID)
 		if pr.Tag != "" {
