@@ -48,6 +48,7 @@ func Explain(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) (*D
 	}
 	r.Findings = append(r.Findings, r.Peak.Findings()...)
 	r.Findings = append(r.Findings, FragFinding(r.Peak, r.Frag[0], r.Frag[1:]...)...)
+	simulateAdvice(sn, tl, f, r.Findings)
 	return r, nil
 }
 

@@ -68,6 +68,18 @@ func DetectSteps(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter)
 	return TraceSteps(sn, tl.Device, tl.Trace, f)
 }
 
+// Ends are the trace indices where the steps end, those before the
+// trace's end n: where empty_cache() at step ends would run.
+func (s Steps) Ends(n int) []int {
+	var ends []int
+	for _, st := range s.Steps {
+		if st.End < n {
+			ends = append(ends, st.End)
+		}
+	}
+	return ends
+}
+
 // TraceSteps is DetectSteps on device's trace tr before it is replayed:
 // steps come from the events alone, so a caller can find them while the
 // replay runs on another core.

@@ -261,13 +261,7 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 // traceStepEnds are the trace indices where the steps vramscope finds end.
 func traceStepEnds(sn *snapshot.Snapshot, d int, filter *callsite.Filter) []int {
 	tr := sn.Traces[d]
-	var ends []int
-	for _, st := range diagnose.TraceSteps(sn, d, tr, filter).Steps {
-		if st.End < tr.Len() {
-			ends = append(ends, st.End)
-		}
-	}
-	return ends
+	return diagnose.TraceSteps(sn, d, tr, filter).Ends(tr.Len())
 }
 
 // recordedRun is the recorded column: reserved bytes, device calls and the

@@ -1,0 +1,45 @@
+package diagnose
+
+import (
+	"github.com/vramscope/vramscope/allocsim"
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// maxSimulatedEvents bounds the traces whose advice is checked against the
+// allocator model: trying the candidate settings costs a few replays of
+// the trace, which a trace of millions of events would feel on every
+// analyze (vramscope simulate --recommend does it there on request).
+const maxSimulatedEvents = 1_000_000
+
+// simulateAdvice puts numbers on the advice of the OOM and fragmentation
+// findings: the setting the allocator model finds best for this trace
+// (allocsim.Advise tries expandable segments, empty_cache() at the ends of
+// the steps found, max_split_size_mb, garbage_collection_threshold and
+// roundup_power2_divisions) and what the run would have done under it.
+// Nothing changes where no candidate helps or the model cannot replay the
+// trace.
+func simulateAdvice(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, fs []Finding) {
+	var advised []int
+	for i, fd := range fs {
+		if fd.Kind == KindOOM || fd.Kind == KindFragmentation {
+			advised = append(advised, i)
+		}
+	}
+	if len(advised) == 0 || tl.Trace.Len() > maxSimulatedEvents {
+		return
+	}
+	adv, err := allocsim.Advise(sn, tl.Device, DetectSteps(sn, tl, f).Ends(tl.Trace.Len()))
+	if err != nil || adv == nil {
+		return
+	}
+	for _, i := range advised {
+		fd := &fs[i]
+		fd.Evidence["simulated_setting"] = adv.Best.Name
+		fd.Evidence["simulated_reserved_peak_bytes"] = adv.Best.Result.MaxReserved
+		fd.Evidence["simulated_oom"] = adv.Best.Result.OOM != nil
+		fd.Fix = "Replayed through vramscope's model of the caching allocator, " + adv.Sentence +
+			" (vramscope simulate --recommend compares every candidate). " + fd.Fix
+	}
+}

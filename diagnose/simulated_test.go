@@ -1,0 +1,53 @@
+package diagnose
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSimulatedAdvice: the OOM and fragmentation findings carry the
+// setting the allocator model finds best, with what the recorded variants
+// of the same program really did: frag_oom under expandable_segments:True
+// ran without an OOM (frag_oom_expandable), and frag_growth's reserved
+// peak under it was 587202560 B (frag_growth_expandable's recorded peak).
+func TestSimulatedAdvice(t *testing.T) {
+	tests := []struct {
+		fixture  string
+		kind     Kind
+		setting  string
+		reserved int64
+		sentence string
+	}{
+		{"frag_oom/frag_oom.pickle.gz", KindOOM, "expandable_segments:True", 0, "the OOM at event 34 would not have happened"},
+		{"frag_growth/step4/rollout_rank0_pid656.pickle.gz", KindFragmentation, "expandable_segments:True", 587202560, "the reserved peak would have been 560.00 MiB"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fixture, func(t *testing.T) {
+			sn, tl := stepsScenario(t, filepath.Join(scenarioDir, tt.fixture))
+			r, err := Explain(sn, tl, testFilter(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, fd := range r.Findings {
+				if fd.Kind != tt.kind {
+					continue
+				}
+				found = true
+				if fd.Evidence["simulated_setting"] != tt.setting || fd.Evidence["simulated_oom"] != false {
+					t.Errorf("%s finding: simulated %v (oom %v), want %s without an OOM", fd.Kind, fd.Evidence["simulated_setting"], fd.Evidence["simulated_oom"], tt.setting)
+				}
+				if got, _ := fd.Evidence["simulated_reserved_peak_bytes"].(uint64); tt.reserved > 0 && int64(got) != tt.reserved {
+					t.Errorf("simulated reserved peak %v, want %d", fd.Evidence["simulated_reserved_peak_bytes"], tt.reserved)
+				}
+				if !strings.Contains(fd.Fix, tt.sentence) {
+					t.Errorf("fix %q lacks %q", fd.Fix, tt.sentence)
+				}
+			}
+			if !found {
+				t.Errorf("no %s finding", tt.kind)
+			}
+		})
+	}
+}
