@@ -143,7 +143,11 @@ function findingsList(pr) {
     const li = el("li", "finding sev-" + esc(f.severity));
     const where = pr.multiDevice ? ` · cuda:${f.device}` : "";
     let html = `<span class="badge">${esc(f.severity)} ${esc(f.kind)}${where}</span> <b>${esc(f.title)}</b>`;
-    if (f.stack.length) html += "<pre>" + f.stack.map((fr) => `${esc(fr.function)} (${esc(fr.file)}:${fr.line})`).join("\n") + "</pre>";
+    // Two places, as analyze's text: where the library allocated, then
+    // the user's line that called it.
+    const place = (fr) => fr.line ? `${esc(fr.function)} (${esc(fr.file)}:${fr.line})` : `${esc(fr.function)} (${esc(fr.file)})`;
+    if (f.origin) html += `<p class="sub">allocated in ${place(f.origin)}${f.allocated_via.length ? " via " + f.allocated_via.map(place).join(" &lt; ") : ""}</p>`;
+    if (f.stack.length) html += "<pre>" + f.stack.map(place).join("\n") + "</pre>";
     else if (f.evidence.callsite_reason) html += `<p class="sub">${esc(f.evidence.callsite_reason)}</p>`;
     if (f.fix) html += `<p class="fix">${esc(f.fix)}</p>`;
     const keys = Object.keys(f.evidence).sort();

@@ -71,6 +71,8 @@ function normalizeFinding(raw) {
     kind: str(f.kind, "finding"), severity: str(f.severity, "low"), title: str(f.title),
     bytes: num(f.bytes), bytes_per_step: num(f.bytes_per_step),
     callsite: f.callsite ? normalizeFrame(f.callsite) : null,
+    origin: f.origin ? normalizeFrame(f.origin) : null,
+    allocated_via: arr(f.allocated_via).map(normalizeFrame),
     stack: arr(f.stack).map(normalizeFrame),
     evidence: obj(f.evidence), fix: str(f.fix), device: num(f.device),
   };

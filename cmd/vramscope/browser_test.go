@@ -201,6 +201,16 @@ func TestBrowserReportWild(t *testing.T) {
 			}
 		}
 	})
+	t.Run("two places", func(t *testing.T) {
+		// The peak of a transformers training step (H100 recording): the
+		// library line that allocated and the user's line that called it.
+		dom := html.UnescapeString(reportDOM(t, "../../testdata/scenarios/out/depth_loss_upcast/depth_loss_upcast.pickle.gz"))
+		for _, want := range []string{"allocated in fixed_cross_entropy (", "transformers/loss/loss_utils.py:40)", "train_step (/work/main/testdata/scenarios/depth_loss_upcast.py:59)"} {
+			if !strings.Contains(dom, want) {
+				t.Errorf("page lacks %q", want)
+			}
+		}
+	})
 	t.Run("folder of 40 processes", func(t *testing.T) {
 		// Every format fixture and shape, copied under 40 names: each
 		// name is a process of its own.
