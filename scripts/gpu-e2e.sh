@@ -5,7 +5,7 @@
 # is skipped without it), torchrun, and a vramscope binary built elsewhere
 # (the GPU machine needs no Go):
 #
-#   GOOS=linux GOARCH=amd64 CGO_ENABLED=0 go build -o vramscope-linux ./cmd/vramscope
+#   GOOS=linux GOARCH=amd64 go build -o vramscope-linux ./cmd/vramscope   (cgo on: watch loads NVML)
 #   scripts/gpu-e2e.sh ./vramscope-linux [OUTDIR]
 #
 # OUTDIR (default $OUT, else ./gpu-e2e-out) receives results.json and
