@@ -22,6 +22,10 @@ type BackwardCall struct {
 	// Node is the autograd node that allocated (LogSoftmaxBackward0), when
 	// C++ frames name it; "" with stacks="python".
 	Node string
+	// Hook is the library's Python code that the engine ran and that
+	// allocated (a backward hook, or a custom Function's backward such as
+	// FSDP's reduce-scatter), when there is one.
+	Hook callsite.Origin
 	// Confidence is "high" when the main thread's last event before the
 	// blocks is inside the call (it entered the call and ran nothing
 	// since), "medium" when only its next event after them is.
@@ -36,22 +40,31 @@ func (c *BackwardCall) String() string {
 	if c.Node != "" {
 		s += " (" + c.Node + ")"
 	}
+	if c.Hook.Known() {
+		s += ", in " + c.Hook.String()
+	}
 	return s
 }
 
 // withNode is c for a block whose own site is site: the autograd node
-// where its C++ frames name one.
+// where its C++ frames name one, or the library's Python code that a
+// backward hook ran on the engine's thread (FSDP's reduce-scatter buffers:
+// "allocate (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:59)").
 func (c *BackwardCall) withNode(site callsite.Site) *BackwardCall {
 	n := *c
-	if site.Known() && site.Frame.Filename == callsite.BackwardFile {
+	switch {
+	case site.Known() && site.Frame.Filename == callsite.BackwardFile:
 		n.Node = site.Frame.Name
+	case site.Reason == callsite.ReasonLibraryOnly && site.Frame.Line > 0:
+		n.Hook = callsite.Origin{Frame: site.Frame, Depth: site.Depth}
 	}
 	return &n
 }
 
 // engineSite reports whether a site may be the autograd engine's thread: no
 // Python frame of the user's, and an empty stack or C++ frames alone (an
-// autograd node, or the operator the node ran).
+// autograd node, or the operator the node ran). Library Python code that a
+// backward hook ran on that thread is told by its stack (engineStack).
 func engineSite(s callsite.Site) bool {
 	switch {
 	case s.Known():
@@ -121,8 +134,9 @@ func (s *engineScan) during(i int) *BackwardCall {
 	return s.call
 }
 
-// hasPython reports whether a stack has a Python frame: the main thread's
-// (or any Python thread's) events have one, the engine's never.
+// hasPython reports whether a stack is the main thread's (or another
+// Python thread's): it has a Python frame and is not the autograd engine's
+// thread running a Python backward hook.
 func (s *engineScan) hasPython(id snapshot.StackID) bool {
 	if id == snapshot.NoStack {
 		return false
@@ -135,9 +149,34 @@ func (s *engineScan) hasPython(id snapshot.StackID) bool {
 				break
 			}
 		}
+		py = py && !engineStack(s.sn, id)
 		s.python[id] = py
 	}
 	return py
+}
+
+// engineStack reports whether a stack with Python frames is the autograd
+// engine's thread running Python: a backward hook or a custom Function's
+// backward, as FSDP's post-backward reduce-scatter is. With stacks="all"
+// the engine's C++ thread loop is on the stack; with Python frames alone,
+// the outermost frame is torch's entry into Python code from the engine
+// (a custom Function's apply, or a hook), where the main thread's stacks
+// reach up to the program's own module.
+func engineStack(sn *snapshot.Snapshot, id snapshot.StackID) bool {
+	stack := sn.Stack(id)
+	var outer snapshot.Frame
+	for _, fid := range stack {
+		fr := sn.Frames[fid]
+		if strings.HasPrefix(fr.Name, "torch::autograd::Engine::thread_main") {
+			return true
+		}
+		if strings.HasSuffix(fr.Filename, ".py") {
+			outer = fr
+		}
+	}
+	file := strings.ReplaceAll(outer.Filename, `\`, "/")
+	return outer.Name == "apply" && strings.HasSuffix(file, "torch/autograd/function.py") ||
+		strings.Contains(file, "torch/distributed/") && strings.Contains(outer.Name, "backward")
 }
 
 // callOf returns the backward() call a stack is inside, or nil.

@@ -18,6 +18,18 @@ var (
 	makeGrads     = snapshot.Frame{Name: "_make_grads", Filename: "/venv/lib/python3.12/site-packages/torch/autograd/__init__.py", Line: 220}
 	autogradGrad  = snapshot.Frame{Name: "grad", Filename: "/venv/lib/python3.12/site-packages/torch/autograd/__init__.py", Line: 496}
 	runBackward   = snapshot.Frame{Name: "_engine_run_backward", Filename: "/venv/lib/python3.12/site-packages/torch/autograd/graph.py", Line: 841}
+	// FSDP2's post-backward, run by the engine's thread through a custom
+	// Function's backward: its reduce-scatter buffer has library Python
+	// frames only, outermost torch's apply (stacks="python") or, with
+	// stacks="all", the engine's C++ thread loop above them.
+	functionApply = snapshot.Frame{Name: "apply", Filename: "/venv/lib/python3.12/site-packages/torch/autograd/function.py", Line: 317}
+	fsdpBackward  = snapshot.Frame{Name: "backward", Filename: "/venv/lib/python3.12/site-packages/torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py", Line: 902}
+	fsdpReduce    = snapshot.Frame{Name: "foreach_reduce", Filename: "/venv/lib/python3.12/site-packages/torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py", Line: 522}
+	fsdpAllocate  = snapshot.Frame{Name: "allocate", Filename: "/venv/lib/python3.12/site-packages/torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py", Line: 59}
+	engineLoop    = snapshot.Frame{Name: "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)", Filename: "??"}
+	// A library's code on the main thread, outside any backward: not the
+	// engine's, whatever its frames.
+	hubLoad = snapshot.Frame{Name: "load_file", Filename: "/venv/lib/python3.12/site-packages/safetensors/torch.py", Line: 311}
 )
 
 // engineBlocks allocates n blocks of size with an empty stack, as the
@@ -39,27 +51,42 @@ func TestBackwardAttribution(t *testing.T) {
 		api        string // "" for no attribution
 		line       uint64
 		confidence string
+		hook       string // the engine's library code that allocated, if any
 	}{
 		{"loss.backward() makes the first gradient on the main thread", func(s *scriptTrace) {
 			s.allocStack(1<<20, trainLoss)
 			s.allocStack(512, trainBackward, tensorBwd, autogradBwd, makeGrads)
 			s.engineBlocks(3, 8<<20)
 			s.allocStack(4096, trainOpt)
-		}, "backward()", 76, "high"},
+		}, "backward()", 76, "high", ""},
+		{"FSDP's reduce-scatter buffer, stacks=python: a custom Function's backward on the engine's thread", func(s *scriptTrace) {
+			s.allocStack(512, trainBackward, tensorBwd, autogradBwd, makeGrads)
+			s.engineBlocks(2, 1<<20)
+			s.allocStack(8<<20, functionApply, fsdpBackward, fsdpReduce, fsdpAllocate)
+			s.allocStack(4096, trainOpt)
+		}, "backward()", 76, "high", "allocate"},
+		{"FSDP's reduce-scatter buffer, stacks=all: the engine's thread loop is on the stack", func(s *scriptTrace) {
+			s.allocStack(512, trainBackward, tensorBwd, autogradBwd, makeGrads)
+			s.allocStack(8<<20, engineLoop, fsdpBackward, fsdpReduce, fsdpAllocate)
+		}, "backward()", 76, "high", "allocate"},
+		{"library code on the main thread is not the engine's", func(s *scriptTrace) {
+			s.allocStack(512, trainBackward, tensorBwd, autogradBwd, makeGrads)
+			s.allocStack(8<<20, hubLoad)
+		}, "", 0, "", ""},
 		{"torch.autograd.grad() names grad, not the engine run inside it", func(s *scriptTrace) {
 			s.allocStack(512, trainBackward, autogradGrad, runBackward)
 			s.engineBlocks(2, 8<<20)
-		}, "torch.autograd.grad()", 76, "high"},
+		}, "torch.autograd.grad()", 76, "high", ""},
 		{"a gradient passed in: only the free after the engine is inside the call", func(s *scriptTrace) {
 			a := s.allocStack(1<<20, trainLoss)
 			s.engineBlocks(2, 8<<20)
 			s.push(snapshot.Event{Action: snapshot.ActionFreeRequested, Addr: a, Size: 1 << 20, Stack: stackOfFrames(s, trainBackward, tensorBwd, autogradBwd, runBackward)})
-		}, "backward()", 76, "medium"},
+		}, "backward()", 76, "medium", ""},
 		{"no backward around: the reason stays", func(s *scriptTrace) {
 			s.allocStack(1<<20, trainLoss)
 			s.engineBlocks(2, 8<<20)
 			s.allocStack(4096, trainOpt)
-		}, "", 0, ""},
+		}, "", 0, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,10 +107,12 @@ func TestBackwardAttribution(t *testing.T) {
 				found++
 				p := pl.alloc(k)
 				switch {
-				case tt.api == "" && (p.Backward != nil || p.Site.Reason != callsite.ReasonEmptyStack):
-					t.Errorf("block %d placed at %s, want the empty-stack reason", k, p)
+				case tt.api == "" && (p.Backward != nil || p.Site.Known()):
+					t.Errorf("block %d placed at %s, want its own reason", k, p)
 				case tt.api != "" && (p.Backward == nil || p.Backward.API != tt.api || p.Site.Frame.Line != tt.line || p.Backward.Confidence != tt.confidence):
 					t.Errorf("block %d placed at %s (%+v), want %s at line %d, %s", k, p, p.Backward, tt.api, tt.line, tt.confidence)
+				case tt.api != "" && p.Backward.Hook.Frame.Name != tt.hook:
+					t.Errorf("block %d placed at %s: hook %q, want %q", k, p, p.Backward.Hook.Frame.Name, tt.hook)
 				}
 			}
 			if found == 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/internal/units"
 )
 
@@ -223,5 +224,41 @@ func TestDepthEvalGraph(t *testing.T) {
 	}
 	if rows := fd.Evidence["origins"].([]string); len(rows) < minGraphOrigins {
 		t.Errorf("origins %q, want the forward's many lines", rows)
+	}
+}
+
+// TestFSDPBackwardHooks: FSDP2 on one GPU (testdata/breakdown/fsdp_train,
+// stacks="all", H100). Its post-backward hook allocates the reduce-scatter
+// buffers on the autograd engine's thread, in torch's Python code: they
+// belong to the backward() line, in FSDP's allocate, not to "code with only
+// library frames".
+func TestFSDPBackwardHooks(t *testing.T) {
+	const script = "testdata/breakdown/record_truth.py"
+	b, err := os.ReadFile(filepath.Join("..", script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backwardLine := uint64(slices.IndexFunc(strings.Split(string(b), "\n"), func(l string) bool {
+		return strings.TrimSpace(l) == "model(xb).pow(2).mean().backward()"
+	}) + 1)
+	sn, tl := stepsScenario(t, filepath.Join("testdata", "breakdown", "out", "fsdp_train.pickle.gz"))
+	r := Peak(sn, tl, testFilter(t))
+	var hooked int
+	for _, g := range append(r.Transient, r.Persistent...) {
+		if g.Site.Reason == callsite.ReasonLibraryOnly {
+			t.Errorf("%d B in %d blocks left at %s", g.Bytes, g.Count, g.Site)
+		}
+		bw := g.Backward
+		if bw == nil || !bw.Hook.Known() {
+			continue
+		}
+		hooked += g.Count
+		if bw.Site.Frame.Line != backwardLine || bw.Hook.Frame.Name != "allocate" || !strings.HasSuffix(bw.Hook.Frame.Filename, "_fsdp_collectives.py") {
+			t.Errorf("hook group %s, want allocate (_fsdp_collectives.py) during backward() at line %d", bw, backwardLine)
+		}
+	}
+	// One reduce-scatter buffer per FSDP unit: four layers.
+	if hooked != 4 {
+		t.Errorf("%d reduce-scatter blocks at the peak placed in FSDP's hook, want 4", hooked)
 	}
 }

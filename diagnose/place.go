@@ -29,7 +29,7 @@ func (p Place) Key() string {
 		k += "|" + p.Origin.Key()
 	}
 	if p.Backward != nil {
-		k += "|backward:" + p.Backward.Node
+		k += "|backward:" + p.Backward.Node + p.Backward.Hook.Key()
 	}
 	return k
 }
@@ -78,7 +78,7 @@ func (p *placer) stack(id snapshot.StackID) Place {
 func (p *placer) alloc(k int) Place {
 	a := p.tl.Allocation(k)
 	pl := p.stack(a.Stack)
-	if a.Start == replay.BeforeRecording || !engineSite(pl.Site) {
+	if a.Start == replay.BeforeRecording || !p.engineThread(a.Stack, pl) {
 		return pl
 	}
 	return p.engineAt(int(a.Start), pl)
@@ -89,10 +89,21 @@ func (p *placer) alloc(k int) Place {
 func (p *placer) event(i int) Place {
 	e := p.tl.Trace.At(i)
 	pl := p.stack(e.Stack)
-	if !engineSite(pl.Site) {
+	if !p.engineThread(e.Stack, pl) {
 		return pl
 	}
 	return p.engineAt(i, pl)
+}
+
+// engineThread reports whether a stack, placed at pl, may be the autograd
+// engine's thread: without Python frames of the user's, and either without
+// Python at all or running library Python from the engine (a backward
+// hook). User code in a hook keeps its own line.
+func (p *placer) engineThread(id snapshot.StackID, pl Place) bool {
+	if engineSite(pl.Site) {
+		return true
+	}
+	return pl.Site.Reason == callsite.ReasonLibraryOnly && engineStack(p.sn, id)
 }
 
 // engineAt is the place of a block allocated at event i by a thread
@@ -123,7 +134,10 @@ func placeFinding(fd *Finding, pl Place, stack []snapshot.Frame) {
 	switch {
 	case pl.Backward != nil:
 		fr := Frame{Function: pl.Backward.Node, File: callsite.BackwardFile}
-		if fr.Function == "" {
+		switch {
+		case pl.Backward.Hook.Known():
+			fr = NewFrame(pl.Backward.Hook.Frame)
+		case fr.Function == "":
 			fr.Function = "autograd engine"
 		}
 		fd.Origin = &fr
