@@ -117,6 +117,11 @@ func (a *Analyzer) callsiteLeak(ax axis, dev int, series []*deviceDigest, keys [
 	ev["blocks_kept_in_place"] = kept
 	ev["requested_bytes_per_step"] = int64(math.Round(requestedPerStep))
 	ev["steadiness"] = round2(t.Steadiness)
+	per := ax.per
+	if h, ok := ax.perHour(bytes); ok {
+		ev["bytes_per_hour"] = int64(math.Round(h))
+		per += fmt.Sprintf(" (%s an hour)", units.Bytes(math.Round(h)))
+	}
 	where := ""
 	if largest.Origin.Below(largest.Site) {
 		where = ", " + diagnose.AllocatedIn(largest.Origin, len(parts)-1)
@@ -127,7 +132,7 @@ func (a *Analyzer) callsiteLeak(ax axis, dev int, series []*deviceDigest, keys [
 	f := diagnose.Finding{
 		Kind:         diagnose.KindLeak,
 		Severity:     sev,
-		Title:        fmt.Sprintf("%s keeps %s more live memory every %s%s", largest.name(), units.Bytes(math.Round(t.PerStep)), ax.per, where),
+		Title:        fmt.Sprintf("%s keeps %s more live memory every %s%s", largest.name(), units.Bytes(math.Round(t.PerStep)), per, where),
 		Bytes:        t.Last - t.First,
 		BytesPerStep: int64(math.Round(t.PerStep)),
 		Evidence:     ev,

@@ -4,20 +4,26 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/trend"
 )
 
 // axis is the x of a process's snapshot series: the step numbers when
-// every snapshot has a distinct one of one unit, else the snapshots'
-// positions (which follow the dump folders' times where the path has them).
+// every snapshot has a distinct one of one unit; else, when each sits in a
+// dump folder of its own time (verl's MemorySnapshotSampler writes
+// mem_snapshots/20250601-1200/), the dumps in time order; else the
+// snapshots' positions.
 type axis struct {
 	xs []float64
 	// per is the unit of bytes_per_step: the steps' unit ("step",
-	// "request", "iteration", "epoch") or "snapshot".
+	// "request", "iteration", "epoch"), "dump" or "snapshot".
 	per string
 	// steps are the step numbers, or nil.
 	steps []int
+	// times are the dump folders' times, or nil.
+	times []time.Time
 }
 
 func axisOf(snaps []*digest) axis {
@@ -28,11 +34,50 @@ func axisOf(snaps []*digest) axis {
 		}
 		return ax
 	}
-	ax := axis{per: "snapshot"}
+	ax := axis{per: "snapshot", times: dumpTimes(snaps)}
+	if ax.times != nil {
+		ax.per = "dump"
+	}
 	for i := range snaps {
 		ax.xs = append(ax.xs, float64(i))
 	}
 	return ax
+}
+
+// dumpTimes returns the snapshots' dump folder times when each has one and
+// they rise strictly (the snapshots are ordered by them); else nil.
+func dumpTimes(snaps []*digest) []time.Time {
+	var ts []time.Time
+	for i, d := range snaps {
+		if !d.in.HasTime || i > 0 && !d.in.Time.After(ts[i-1]) {
+			return nil
+		}
+		ts = append(ts, d.in.Time)
+	}
+	return ts
+}
+
+// hours are the dumps' times in hours since the first, or nil when the
+// axis has no times.
+func (ax axis) hours() []float64 {
+	if ax.times == nil {
+		return nil
+	}
+	hs := make([]float64, len(ax.times))
+	for i, t := range ax.times {
+		hs[i] = t.Sub(ax.times[0]).Hours()
+	}
+	return hs
+}
+
+// perHour is the growth of ys per hour of dump time, and whether the axis
+// can tell it.
+func (ax axis) perHour(ys []int64) (float64, bool) {
+	hs := ax.hours()
+	if len(hs) < 2 {
+		return 0, false
+	}
+	return trend.TheilSen(hs, ys), true
 }
 
 // distinctSteps returns the snapshots' step numbers when each has one, all
@@ -53,6 +98,13 @@ func (ax axis) evidence() map[string]any {
 	ev := map[string]any{"per": ax.per, "snapshots": len(ax.xs)}
 	if ax.steps != nil {
 		ev["steps"] = ax.steps
+	}
+	if ax.times != nil {
+		at := make([]string, len(ax.times))
+		for i, t := range ax.times {
+			at[i] = t.Format("2006-01-02 15:04:05")
+		}
+		ev["dumped_at"] = at
 	}
 	return ev
 }
