@@ -45,6 +45,15 @@ func TestDepthSnapshots(t *testing.T) {
 				}
 				return leaks[0].BytesPerStep + inputIDs, int64(expected["leak_bytes_per_step"].(float64))
 			}},
+		{"depth_kept_view", "eval_rank0_pid491.pickle.gz", "evaluate:47", "transformers/models/llama/modeling_llama.py", diagnose.CauseKeptOutput,
+			func(t *testing.T, expected map[string]any, leaks []diagnose.Finding) (int64, int64) {
+				// Under no_grad only the logits stay: what a kept
+				// view of them keeps per step, torch measured.
+				if len(leaks) != 1 {
+					t.Errorf("%d leaks, want evaluate's alone", len(leaks))
+				}
+				return leaks[0].BytesPerStep, int64(expected["kept_per_step_view"].(float64))
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
@@ -94,8 +103,8 @@ func TestDepthSnapshots(t *testing.T) {
 
 // TestNamedCausesOnFixtures: across every scenario recorded on the GPU, a
 // named cause is given where the scenario was built to show it and nowhere
-// else (healthy training, AdamW's buffers, the autograd engine's gradients
-// and the kept logits of train_deep_leak are no upcast, cache or graph).
+// else (AdamW's buffers and the autograd engine's gradients are no upcast,
+// the kept logits of train_deep_leak no graph).
 func TestNamedCausesOnFixtures(t *testing.T) {
 	want := map[string][]string{
 		"depth_eval_graph":      {"leak " + diagnose.CauseRetainedGraph},
@@ -103,6 +112,13 @@ func TestNamedCausesOnFixtures(t *testing.T) {
 		"depth_loss_upcast":     {"peak " + diagnose.CauseUpcast},
 		"depth_loss_upcast_all": {"peak " + diagnose.CauseUpcast},
 		"peak_upcast":           {"peak " + diagnose.CauseUpcast},
+		"depth_kept_view":       {"leak " + diagnose.CauseKeptOutput},
+		"peak_optimizer":        {"peak " + diagnose.CauseOptimizerForeach},
+		// Adam's foreach update sets these training steps' peaks too.
+		"healthy_train": {"peak " + diagnose.CauseOptimizerForeach, "peak " + diagnose.CauseOptimizerForeach},
+		"two_procs":     {"peak " + diagnose.CauseOptimizerForeach},
+		// Each iteration keeps logits[:, -1] of a detached output.
+		"train_deep_leak": {"leak " + diagnose.CauseKeptOutput},
 	}
 	root := filepath.Join("..", "testdata", "scenarios", "out")
 	dirs, err := os.ReadDir(root)

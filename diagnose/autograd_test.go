@@ -149,7 +149,8 @@ func TestLeakCause(t *testing.T) {
 			{origin("forward", hf+"models/llama/modeling_llama.py", 175), 143 << 20},
 			{origin("forward", hf+"activations.py", 103), 48 << 20},
 		}, CauseRetainedGraph},
-		{"a kept output is one line", []LeakPart{{origin("forward", hf+"models/llama/modeling_llama.py", 480), 250 << 20}}, ""},
+		{"a kept output is one line", []LeakPart{{origin("forward", hf+"models/llama/modeling_llama.py", 480), 250 << 20}}, CauseKeptOutput},
+		{"an output beside the user's own tensors", []LeakPart{{origin("forward", hf+"models/llama/modeling_llama.py", 480), 250 << 20}, {callsite.Origin{}, 1 << 20}}, ""},
 		{"the user's own lines", []LeakPart{{callsite.Origin{}, 1 << 20}}, ""},
 	}
 	for _, tt := range tests {

@@ -18,13 +18,17 @@ type NamedCause struct {
 	Name        string
 	Explanation string
 	Fix         string
-	Evidence    []string
+	// Effect is the fix's predicted effect, where the cause knows it better
+	// than the finding's generic what-if; "" keeps the finding's.
+	Effect   string
+	Evidence []string
 }
 
 // The named causes.
 const (
 	CauseKVCache       = "kv_cache"
 	CauseRetainedGraph = "retained_graph"
+	CauseKeptOutput    = "kept_output"
 	CauseUpcast        = "dtype_upcast"
 )
 
@@ -71,15 +75,17 @@ func AllocatedIn(largest callsite.Origin, more int) string {
 const minGraphOrigins = 3
 
 // LeakCause names what leaks under one callsite from the lines below it,
-// given largest first: a cache that grows by concatenation, or the
-// activations of an autograd graph kept alive by a kept output. Nil when
-// neither fits.
+// given largest first: a cache that grows by concatenation, the
+// activations of an autograd graph kept alive by a kept output, or a kept
+// output alone. Nil when none fits.
 func LeakCause(parts []LeakPart) *NamedCause {
 	var cache []string
 	forwards := map[string]int64{}
 	var order []string // forwards' keys, largest part first
+	others := 0        // parts outside any model's forward
 	for _, p := range parts {
 		if !p.Origin.Known() {
+			others++
 			continue
 		}
 		frames := append([]callsite.Origin{p.Origin}, viaOrigins(p.Origin)...)
@@ -95,6 +101,8 @@ func LeakCause(parts []LeakPart) *NamedCause {
 				order = append(order, o)
 			}
 			forwards[o] += p.PerStep
+		} else {
+			others++
 		}
 	}
 	if len(cache) > 0 {
@@ -118,6 +126,21 @@ func LeakCause(parts []LeakPart) *NamedCause {
 				"and the graph every activation saved for a backward that never runs (a view such as logits[:, -1] also keeps the whole tensor it views).",
 			Fix: "Run evaluation and inference under torch.no_grad() or torch.inference_mode() (model.eval() does not turn autograd off), " +
 				"or keep .detach()ed copies of what you keep: out.logits[:, -1].detach().clone(), or .item() / .cpu() values.",
+			Evidence: ev,
+		}
+	}
+	if len(forwards) > 0 && others == 0 {
+		ev := []string{fmt.Sprintf("all that leaks under the model's call comes from %s of its forward, not from the activations behind them: no autograd graph is kept",
+			units.Plural(len(forwards), "line"))}
+		for _, o := range order {
+			ev = append(ev, fmt.Sprintf("%s per step from %s", units.Bytes(forwards[o]), o))
+		}
+		return &NamedCause{
+			Name: CauseKeptOutput,
+			Explanation: "Each step keeps a tensor the model's forward returned (its output, such as the logits) and nothing else of the forward. " +
+				"If what the program keeps is a slice or view of it (out.logits[:, -1], logits[..., :k]), the view keeps the whole tensor it views alive.",
+			Fix: "Keep a copy of only what is needed: out.logits[:, -1].clone() ([batch, vocab] instead of [batch, sequence, vocab]), .cpu() or .item() values, " +
+				"and drop the outputs once used.",
 			Evidence: ev,
 		}
 	}

@@ -262,3 +262,32 @@ func TestFSDPBackwardHooks(t *testing.T) {
 		t.Errorf("%d reduce-scatter blocks at the peak placed in FSDP's hook, want 4", hooked)
 	}
 }
+
+// TestOptimizerForeachPeak: the peak of peak_optimizer (8 Linear 4096x4096
+// layers, AdamW, H100) is AdamW's foreach update under opt.step(). The
+// cause is named at that line, and the peak it predicts without the foreach
+// temporaries is what torch measured for the same run with fused=True.
+func TestOptimizerForeachPeak(t *testing.T) {
+	want := depthExpected(t, "peak_optimizer")
+	sn, tl := stepsScenario(t, filepath.Join(scenarioDir, "peak_optimizer", "peak_optimizer.pickle.gz"))
+	r := Peak(sn, tl, testFilter(t))
+	if r.Allocated.Bytes != expNum(t, want, "peak_allocated_foreach") {
+		t.Errorf("peak %d, want torch's %d", r.Allocated.Bytes, expNum(t, want, "peak_allocated_foreach"))
+	}
+	fds := r.Findings()
+	if len(fds) != 1 || fds[0].Evidence["cause"] != CauseOptimizerForeach {
+		t.Fatalf("findings %+v, want one peak named the optimizer's foreach update", fds)
+	}
+	fd := fds[0]
+	if fd.Callsite == nil || fd.Callsite.Line != uint64(expNum(t, want, "callsite", "line")) {
+		t.Errorf("callsite %v, want opt.step() at line %d", fd.Callsite, expNum(t, want, "callsite", "line"))
+	}
+	fused := expNum(t, want, "peak_allocated_fused")
+	predicted := r.Line.PeakWithout.Bytes
+	if d := float64(predicted-fused) / float64(fused); d > 0.01 || d < -0.01 {
+		t.Errorf("predicted peak without the foreach temporaries %d, torch's with fused=True %d (%.2f%%)", predicted, fused, 100*d)
+	}
+	if !strings.Contains(fd.Fix, "fused=True") || !strings.Contains(fd.Fix, units.Bytes(predicted).String()) {
+		t.Errorf("fix %q", fd.Fix)
+	}
+}

@@ -48,7 +48,8 @@ type PeakReport struct {
 	Persistent, Transient           []SiteGroup
 	PersistentBytes, TransientBytes int64
 
-	// Cause is the pattern recognised at the peak (a dtype upcast), or nil.
+	// Cause is the pattern recognised at the peak (a dtype upcast, an
+	// optimizer's foreach update), or nil.
 	Cause *NamedCause
 
 	// Largest is the largest transient block at the peak (nil if none).
@@ -147,6 +148,13 @@ func Peak(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *PeakR
 		}
 		if !lowers(r.Allocated.Bytes, r.Largest.PeakWithout.Bytes) {
 			r.Line = bestLine(pl, r.Allocated.Bytes, r.Transient)
+		}
+	}
+	if r.Cause == nil {
+		// An optimizer's foreach temporaries set the peak: the line of
+		// code is the step, whatever else could be trimmed.
+		if c, line := optimizerCause(pl, transient, r.Allocated.Bytes); c != nil {
+			r.Cause, r.Line = c, line
 		}
 	}
 	return r

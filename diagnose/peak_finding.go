@@ -33,6 +33,8 @@ func (r *PeakReport) Findings() []Finding {
 	}
 	var fd Finding
 	switch {
+	case r.Cause != nil && r.Cause.Name == CauseOptimizerForeach:
+		fd = r.lineFinding(r.Line)
 	case r.Largest != nil && lowers(r.Allocated.Bytes, r.Largest.PeakWithout.Bytes):
 		fd = r.transientFinding(r.Largest)
 	case r.Line != nil && lowers(r.Allocated.Bytes, r.Line.PeakWithout.Bytes):
@@ -43,8 +45,12 @@ func (r *PeakReport) Findings() []Finding {
 		return nil
 	}
 	if c := r.Cause; c != nil {
-		// The what-if stays: it says how much the fix is worth.
+		// The what-if stays, unless the cause has its own: it says how
+		// much the fix is worth.
 		whatIf := fd.Fix
+		if c.Effect != "" {
+			whatIf = c.Effect
+		}
 		c.apply(&fd)
 		fd.Fix += " " + whatIf
 	}

@@ -14,7 +14,7 @@ mkdir -p "$OUTDIR/_logs"
 SCENARIOS="peak_upcast peak_chunked frag_oom frag_oom_expandable leak_closure leak_fixed \
 healthy_train frag_growth frag_growth_emptycache frag_growth_expandable two_procs bench_source \
 forward_deep forward_deep_mixed train_deep train_deep_leak backward_all \
-depth_loss_upcast depth_loss_upcast_all depth_kv_cache depth_eval_graph"
+depth_loss_upcast depth_loss_upcast_all depth_kv_cache depth_eval_graph depth_kept_view peak_optimizer"
 [ -n "${ONLY:-}" ] && SCENARIOS="$ONLY"
 
 echo "== env"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -2
