@@ -228,7 +228,8 @@ func decodeSplit(src source, n int, point splitPoints) (*Snapshot, int, error) {
 	var head atomic.Int64
 	w := &walkProgress{moved: make(chan struct{}, 1)}
 	parts := make(chan *part, n)
-	go walkParts(src, n, func(walked int64, k int) int64 {
+	budget := new(pickle.SharedBudget) // all parts hold what one decoder may
+	go walkParts(src, n, budget, func(walked int64, k int) int64 {
 		if k == 1 { // the head decodes up to the first tail only
 			w.set(walked)
 		}
@@ -249,6 +250,7 @@ func decodeSplit(src source, n int, point splitPoints) (*Snapshot, int, error) {
 	}()
 	b := newBuilder()
 	dec := src.decoder(b, &head)
+	dec.ShareBudget(budget)
 	p, err := decodeUntilStart(dec, w, parts)
 	if err != nil {
 		return nil, 0, fmt.Errorf("decoding snapshot: %w", err)
@@ -271,6 +273,8 @@ func decodeSplit(src source, n int, point splitPoints) (*Snapshot, int, error) {
 				return nil, 0, fmt.Errorf("decoding snapshot: %w", err)
 			}
 			merged++
+		} else if t.d != nil {
+			t.d.LeaveBudget()
 		}
 	}
 	top, err := dec.Decode()
@@ -289,8 +293,8 @@ func decodeSplit(src source, n int, point splitPoints) (*Snapshot, int, error) {
 // order; it closes parts when the walk found no more split points or the
 // last tail started. The last tail is the walk's own decoder. walked is
 // how far the walk has come (point stores it), and past the end once the
-// walk stopped.
-func walkParts(src source, n int, point func(walked int64, k int) int64, walked *atomic.Int64, parts chan<- *part) {
+// walk stopped. The walk and the tails share budget.
+func walkParts(src source, n int, budget *pickle.SharedBudget, point func(walked int64, k int) int64, walked *atomic.Int64, parts chan<- *part) {
 	defer close(parts)
 	defer walked.Store(math.MaxInt64)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -301,6 +305,7 @@ func walkParts(src source, n int, point func(walked int64, k int) int64, walked 
 	}()
 	wb := newBuilder()
 	walker := src.decoder(wb, nil)
+	walker.ShareBudget(budget)
 	var prev *part
 	for k := 1; k < n; k++ {
 		at := func(walked int64) int64 { return point(walked, k) }

@@ -56,6 +56,10 @@ type Decoder struct {
 	long    []byte // scratch for strings longer than the buffer
 
 	held int64 // bytes charged to the budget besides what it measures (budget.go)
+	// shared, if not nil, is the budget d shares with the other decoders
+	// of its stream, and reported what d last told it it holds.
+	shared   *SharedBudget
+	reported int64
 
 	stop int64  // DecodeTo's offset, or -1
 	top  *Value // the result, once DecodeTo ran into STOP

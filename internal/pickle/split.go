@@ -91,7 +91,7 @@ func (d *Decoder) Fork(sink Sink, r io.Reader, moved func(base int64)) *Decoder 
 	} else {
 		t = NewDecoder(r, sink, d.lim)
 	}
-	t.base, t.proto = d.Offset(), d.proto
+	t.base, t.proto, t.shared = d.Offset(), d.proto, d.shared
 	t.memo = d.memo.fork()
 	t.part = &tail{start: t.base, base: t.memo.len()}
 	return t
@@ -537,6 +537,7 @@ func (d *Decoder) Splice(t *Decoder, tr func(Value) Value, r io.Reader) error {
 	}
 	d.memo.countChunks()
 	t.memo = memo{}
+	t.LeaveBudget()
 	d.base, d.pos, d.end, d.eof = p.end, 0, 0, false
 	if d.src == nil {
 		d.r = r
