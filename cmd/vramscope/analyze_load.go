@@ -62,6 +62,7 @@ func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyz
 		}
 	}
 	total = len(ins)
+	a.Expect(ins) // decoded in parallel, digested in any order: the report as if in this one
 
 	var mu sync.Mutex
 	report := func(in inputs.Input, err error) {
