@@ -258,6 +258,28 @@ func TestBalancedSplit(t *testing.T) {
 	}
 }
 
+// In n parts, the head's share is the largest and each tail's smaller, by
+// the factor q = 1 - h/w, so that each tail, started later by the walk,
+// ends with the head: at h/w = 0.3 in 4 parts, 39.4%, 27.7%, 19.3%, 13.6%
+// of the file; evenly when the walk seems infinitely fast.
+func TestBalancedSplitParts(t *testing.T) {
+	for _, tc := range []struct {
+		head, walked int64
+		want         []int64
+	}{
+		{0, 0, []int64{250, 500, 750}},
+		{300, 1000, []int64{394, 671, 864}},
+	} {
+		var got []int64
+		for k := 1; k < 4; k++ {
+			got = append(got, balancedSplit(1000, tc.head, tc.walked, k, 4))
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("head %d, walked %d: 4 parts split at %v, want %v", tc.head, tc.walked, got, tc.want)
+		}
+	}
+}
+
 // ReadFile reads what Read reads: small and compressed files through
 // ReadAt, with progress up to their end (mmap_linux_test.go tests a mapped
 // one).
