@@ -105,7 +105,7 @@ func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyz
 	for range min(runtime.GOMAXPROCS(0), max(len(snaps), 1)) {
 		wg.Go(func() {
 			for in := range jobs {
-				held := gate.acquire(memoryEstimate(in))
+				held := gate.acquire(in)
 				loadSnapshot(in, barTo, a, also, report)
 				gate.release(held)
 				prog.done(in)

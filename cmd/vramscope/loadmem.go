@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -19,63 +20,117 @@ import (
 )
 
 // memoryGate lets snapshots be decoded at once while their estimated
-// memory fits max; one estimated at more than max runs alone.
+// memory fits max; one estimated at more than max runs alone. While they
+// load, it also keeps the garbage collector's soft memory limit at what
+// they hold live (heapFor), unless GOMEMLIMIT sets one: with its default
+// goal of twice the live heap the collector let analyze of the 996 MB
+// bench file reach 1010 MB; under the limit it peaks at 0.58 of the file
+// (bench/RESULTS.md).
 type memoryGate struct {
 	mu   sync.Mutex
 	cond *sync.Cond
 	free int64
 	max  int64
+	heap int64 // heapFor of the snapshots loading, with heapBase
+	// limit is the soft memory limit before the gate set one, or -1
+	// when the gate leaves it alone.
+	limit int64
 }
 
 func newMemoryGate(max int64) *memoryGate {
-	g := &memoryGate{free: max, max: max}
+	g := &memoryGate{free: max, max: max, heap: heapBase, limit: -1}
 	g.cond = sync.NewCond(&g.mu)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		g.limit = debug.SetMemoryLimit(-1)
+	}
 	return g
 }
 
-// acquire waits until n bytes (at most max) are free, takes them and
-// returns what it took, for release.
-func (g *memoryGate) acquire(n int64) int64 {
-	n = min(n, g.max)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for g.free < n {
-		g.cond.Wait()
+// The memory limit is heapPerByte bytes per byte of the raw pickles
+// loading, plus heapBase for the rest of the process and the digests
+// kept. Analyze holds 0.48 bytes live per byte of the 996 MB bench file at
+// its peak (481 MB after a collection): a limit of 0.5 GiB kept its RSS at
+// 0.53 of the file for 47% more CPU time (the collector runs again and
+// again), one of 560 MiB at 0.58 for none.
+const (
+	heapPerByte = 0.5
+	heapBase    = 80 << 20
+)
+
+// heapFor is what loading a snapshot of raw bytes holds live, as the
+// memory limit counts it.
+func heapFor(raw int64) int64 { return int64(heapPerByte * float64(raw)) }
+
+// acquire waits until the estimate of in (at most max) is free, takes it
+// and returns what it took, for release.
+func (g *memoryGate) acquire(in inputs.Input) gateHold {
+	raw := rawSize(in.Path)
+	h := gateHold{est: min(memoryEstimate(raw), g.max)}
+	if raw > 0 {
+		h.heap = heapFor(raw)
 	}
-	g.free -= n
-	return n
+	g.take(h)
+	return h
 }
 
-func (g *memoryGate) release(n int64) {
+// take waits until h.est is free and takes it.
+func (g *memoryGate) take(h gateHold) {
 	g.mu.Lock()
-	g.free += n
+	defer g.mu.Unlock()
+	for g.free < h.est {
+		g.cond.Wait()
+	}
+	g.free -= h.est
+	g.setHeap(h.heap)
+}
+
+// gateHold is what acquire took.
+type gateHold struct{ est, heap int64 }
+
+func (g *memoryGate) release(h gateHold) {
+	g.mu.Lock()
+	g.free += h.est
+	g.setHeap(-h.heap)
 	g.mu.Unlock()
 	g.cond.Broadcast()
 }
 
+// setHeap adds d to what the loading snapshots hold and sets the memory
+// limit to it; with none loading it restores the limit there was.
+func (g *memoryGate) setHeap(d int64) {
+	g.heap += d
+	switch {
+	case g.limit < 0:
+	case g.free == g.max:
+		debug.SetMemoryLimit(g.limit)
+	default:
+		debug.SetMemoryLimit(g.heap)
+	}
+}
+
 // Analyze's peak resident memory is about rssPerByte bytes per byte of the
-// raw pickle it decodes, plus rssBase: 1.09 was measured on a 288 MB
-// snapshot grown from the GPU-made bench seed (bench/RESULTS.md), 0.52 on
-// a 996 MB one; the estimate errs high.
+// raw pickle it decodes, plus rssBase: 1.01-1.11 without the gate's memory
+// limit on snapshots grown from the GPU-made bench seed (bench/RESULTS.md),
+// 0.58 with it; the estimate errs high, for a limit the collector cannot
+// keep.
 const (
 	rssPerByte = 1.2
 	rssBase    = 32 << 20
 )
 
-// memoryEstimate is what decoding and digesting in will hold, from its
-// size: a gzip file's raw size is in its trailer (modulo 4 GiB), a zstd
-// file's is taken as 10 times the file (snapshots compress 8-13x); a
-// stream of unknown size gets all of the budget.
-func memoryEstimate(in inputs.Input) int64 {
-	raw := rawSize(in.Path)
+// memoryEstimate is what decoding and digesting a snapshot of raw bytes
+// will hold (rawSize); a stream of unknown size, raw < 0, gets all of the
+// budget.
+func memoryEstimate(raw int64) int64 {
 	if raw < 0 {
 		return 1 << 62
 	}
 	return int64(float64(raw)*rssPerByte) + rssBase
 }
 
-// rawSize is the size of the pickle in the file at path, or -1 if it is
-// unknown.
+// rawSize is the size of the pickle in the file at path: a gzip file's is
+// in its trailer (modulo 4 GiB), a zstd file's is taken as 10 times the
+// file (snapshots compress 8-13x); -1 if it is unknown (a stream).
 func rawSize(path string) int64 {
 	if path == inputs.Stdin {
 		return -1

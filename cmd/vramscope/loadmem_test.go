@@ -20,15 +20,17 @@ import (
 // job estimated at more than all of it run alone.
 func TestMemoryGate(t *testing.T) {
 	g := newMemoryGate(100)
+	g.limit = -1 // the test's own memory limit stays
 	var held, most atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 64 {
 		wg.Go(func() {
-			n := g.acquire(int64(10 + i*7%150))
-			h := held.Add(n)
+			n := gateHold{est: min(int64(10+i*7%150), g.max)}
+			g.take(n)
+			h := held.Add(n.est)
 			for m := most.Load(); h > m && !most.CompareAndSwap(m, h); m = most.Load() {
 			}
-			held.Add(-n)
+			held.Add(-n.est)
 			g.release(n)
 		})
 	}
@@ -60,7 +62,7 @@ func TestRawSize(t *testing.T) {
 	if got := rawSize("../../snapshot/testdata/format/default.pickle"); got != 22412 {
 		t.Errorf("a raw pickle's size: %d, want 22412", got)
 	}
-	if got := memoryEstimate(inputs.Input{Path: inputs.Stdin}); got < 1<<40 {
+	if got := memoryEstimate(rawSize(inputs.Stdin)); got < 1<<40 {
 		t.Errorf("standard input is estimated at %d bytes, want all of any budget", got)
 	}
 }
@@ -95,7 +97,7 @@ func TestManySnapshotsFlatMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	budget := fmt.Sprint(memoryEstimate(inputs.Input{Path: seed}))
+	budget := fmt.Sprint(memoryEstimate(rawSize(seed)))
 	child := func(args ...string) (string, string, int64) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestManySnapshotsFlatMemory$")
 		cmd.Env = append(os.Environ(), runEnv+"="+strings.Join(args, "\n"))
