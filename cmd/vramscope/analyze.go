@@ -35,7 +35,7 @@ type analyzeFlags struct {
 
 // load is how the flags bound and report loading.
 func (fl analyzeFlags) load() loadOptions {
-	return loadOptions{maxMemory: int64(fl.maxMemory.Bytes), progress: fl.progress}
+	return loadOptions{maxMemory: int64(fl.maxMemory.Bytes), progress: fl.progress, limitHeap: true}
 }
 
 // bytesFlag is a size flag ("64MiB") that remembers whether it was set.

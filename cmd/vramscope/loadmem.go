@@ -37,10 +37,14 @@ type memoryGate struct {
 	limit int64
 }
 
-func newMemoryGate(max int64) *memoryGate {
+// newMemoryGate returns a gate of max bytes that sets the memory limit if
+// limitHeap says to: only where nothing but the digests outlives a load
+// (report and serve keep views or snapshots, which the limit does not
+// count: the collector would run without end).
+func newMemoryGate(max int64, limitHeap bool) *memoryGate {
 	g := &memoryGate{free: max, max: max, heap: heapBase, limit: -1}
 	g.cond = sync.NewCond(&g.mu)
-	if os.Getenv("GOMEMLIMIT") == "" {
+	if limitHeap && os.Getenv("GOMEMLIMIT") == "" {
 		g.limit = debug.SetMemoryLimit(-1)
 	}
 	return g

@@ -19,8 +19,7 @@ import (
 // The gate never lets more than its budget be held at once, and lets a
 // job estimated at more than all of it run alone.
 func TestMemoryGate(t *testing.T) {
-	g := newMemoryGate(100)
-	g.limit = -1 // the test's own memory limit stays
+	g := newMemoryGate(100, false)
 	var held, most atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 64 {
