@@ -28,6 +28,10 @@ type Analyzer struct {
 	mu    sync.Mutex
 	snaps []*digest
 	texts []*textDigest
+	// order ranks the inputs Expect named; others rank after them, as
+	// they arrive (arrived counts them).
+	order   map[string]int
+	arrived int
 }
 
 // New returns an empty Analyzer.
@@ -41,6 +45,33 @@ func New(opts Options) *Analyzer {
 		f, _ = callsite.NewFilter("", "")
 	}
 	return &Analyzer{opts: opts, filter: f, sites: sites{byKey: map[string]*site{}}}
+}
+
+// Expect names the inputs the Analyzer will be given, in order. A site
+// that several snapshots show is printed with the user stack that the
+// first of them in this order shows, whichever is digested first, so a
+// report does not depend on how inputs decoded in parallel were timed;
+// without Expect, the first digested gives it.
+func (a *Analyzer) Expect(ins []inputs.Input) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.order = make(map[string]int, len(ins))
+	for i, in := range ins {
+		if _, ok := a.order[in.Path]; !ok {
+			a.order[in.Path] = i
+		}
+	}
+}
+
+// rank is in's place in the order sites choose their stacks by.
+func (a *Analyzer) rank(in inputs.Input) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r, ok := a.order[in.Path]; ok {
+		return r
+	}
+	a.arrived++
+	return len(a.order) + a.arrived
 }
 
 // AddSnapshot digests sn, read from in. The Analyzer keeps no reference to

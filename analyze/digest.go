@@ -67,7 +67,7 @@ func (a *Analyzer) digestSnapshot(in inputs.Input, sn *snapshot.Snapshot) *diges
 	var wg sync.WaitGroup
 	wg.Go(func() { tls, replayErr = replay.Devices(sn) })
 
-	res := a.sites.resolver(a.filter, sn, a.opts.StackDepth)
+	res := a.sites.resolver(a.filter, sn, a.opts.StackDepth, a.rank(in))
 	byDevice := map[int]*deviceDigest{}
 	dev := func(n int) *deviceDigest {
 		if dd, ok := byDevice[n]; ok {

@@ -15,6 +15,7 @@ type site struct {
 	callsite.Site
 	Origin callsite.Origin
 	Stack  []diagnose.Frame
+	rank   int // of the snapshot the stack is from (Analyzer.Expect)
 }
 
 // sites interns callsites across snapshots: digests keep only the key, so
@@ -33,15 +34,17 @@ type siteResolver struct {
 	sn     *snapshot.Snapshot
 	all    *sites
 	depth  int
+	rank   int
 	keys   map[snapshot.StackID]string
 }
 
-func (s *sites) resolver(f *callsite.Filter, sn *snapshot.Snapshot, depth int) *siteResolver {
-	return &siteResolver{filter: f, sn: sn, all: s, depth: depth, keys: map[snapshot.StackID]string{}}
+// resolver returns the resolver of sn, whose rank is rank.
+func (s *sites) resolver(f *callsite.Filter, sn *snapshot.Snapshot, depth, rank int) *siteResolver {
+	return &siteResolver{filter: f, sn: sn, all: s, depth: depth, rank: rank, keys: map[snapshot.StackID]string{}}
 }
 
 // key returns the site key of stack id, recording the site the first time
-// any snapshot shows it.
+// the snapshot of the lowest rank so far shows it.
 func (r *siteResolver) key(id snapshot.StackID) string {
 	if k, ok := r.keys[id]; ok {
 		return k
@@ -57,8 +60,8 @@ func (r *siteResolver) key(id snapshot.StackID) string {
 	r.keys[id] = k
 	r.all.mu.Lock()
 	defer r.all.mu.Unlock()
-	if _, ok := r.all.byKey[k]; !ok {
-		r.all.byKey[k] = &site{Site: st, Origin: o, Stack: diagnose.NewStack(r.filter.UserFrames(r.sn, id, r.depth))}
+	if s, ok := r.all.byKey[k]; !ok || r.rank < s.rank {
+		r.all.byKey[k] = &site{Site: st, Origin: o, Stack: diagnose.NewStack(r.filter.UserFrames(r.sn, id, r.depth)), rank: r.rank}
 	}
 	return k
 }

@@ -114,6 +114,63 @@ func TestHostileMemory(t *testing.T) {
 	}
 }
 
+// Every cut of a small fixture at an opcode boundary fails with an error
+// naming an offset, within the budget for the bytes left: one child
+// process per fixture decodes all of its cuts, one after another, and its
+// peak RSS is the most any of them reached (what a cut leaves is garbage
+// by the next).
+func TestTruncatedMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("one process per fixture")
+	}
+	base := peakRSS(t, "baseline")
+	for _, name := range []string{"cpp_pickled.pickle", "default.pickle", "graphs_pools.pickle"} {
+		t.Run(name, func(t *testing.T) {
+			out, peak := runHostile(t, truncationsOf+name)
+			var cuts, size int
+			if _, err := fmt.Sscanf(out, "%d cuts of %d bytes failed", &cuts, &size); err != nil {
+				t.Fatalf("child: %s", out)
+			}
+			allowed := 4 * budgetFor(int64(size))
+			t.Logf("%d cuts, peak RSS %d MiB above the baseline, allowed %d MiB", cuts, (peak-base)>>20, allowed>>20)
+			if cuts < size/16 {
+				t.Errorf("%d opcode boundaries in %d bytes, want one per 16 bytes at least", cuts, size)
+			}
+			if peak-base > allowed {
+				t.Errorf("peak RSS %d MiB above the baseline, over %d MiB", (peak-base)>>20, allowed>>20)
+			}
+		})
+	}
+}
+
+// truncationsOf, then a fixture's name, names the child that cuts it.
+const truncationsOf = "truncations of "
+
+// decodeTruncations is the child of TestTruncatedMemory: it decodes the
+// fixture cut at each opcode boundary (where DecodeTo stops exactly) and
+// prints how many, or the first cut that did not fail as it should.
+func decodeTruncations(name string) {
+	raw, err := os.ReadFile("testdata/format/" + name)
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	d := pickle.NewDecoder(bytes.NewReader(raw), newBuilder(), pickle.DefaultLimits)
+	cuts := 0
+	for off := int64(1); off < int64(len(raw)); off++ {
+		if at, err := d.DecodeTo(off); err != nil || !at {
+			continue
+		}
+		if _, err := Decode(bytes.NewReader(raw[:off])); err == nil || !strings.Contains(err.Error(), "offset") {
+			fmt.Printf("cut at %d: %v\n", off, err)
+			os.Exit(1)
+		}
+		cuts++
+	}
+	fmt.Printf("%d cuts of %d bytes failed\n", cuts, len(raw))
+	os.Exit(0)
+}
+
 func budgetFor(n int64) int64 {
 	b := pickle.DefaultBudget
 	return b.Base + b.PerByte*n
@@ -143,6 +200,9 @@ func runHostile(t *testing.T, name string) (string, int64) {
 // decodeHostile is the child: it decodes the named input and prints the
 // error.
 func decodeHostile(name string) {
+	if f, ok := strings.CutPrefix(name, truncationsOf); ok {
+		decodeTruncations(f)
+	}
 	if name == "baseline" {
 		raw, _ := os.ReadFile("testdata/format/default.pickle")
 		_, err := Read(bytes.NewReader(raw))

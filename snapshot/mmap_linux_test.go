@@ -30,9 +30,9 @@ func TestReadMapped(t *testing.T) {
 	defer m.close()
 	var released atomic.Int64
 	src := bytesSource{b: m.b, release: func(from, to int64) { released.Add(to - from); m.release(from, to) }}
-	got, merged, err := decodeSplit(src, func(size, _, _ int64) int64 { return size / 2 })
-	if err != nil || !merged {
-		t.Fatalf("mapped seed: merged %v, error %v", merged, err)
+	got, merged, err := decodeSplit(src, 2, func(size, _, _ int64, _, _ int) int64 { return size / 2 })
+	if err != nil || merged != 1 {
+		t.Fatalf("mapped seed: %d tails merged, error %v", merged, err)
 	}
 	want, err := Read(bytes.NewReader(raw))
 	if err != nil {

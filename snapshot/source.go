@@ -7,13 +7,16 @@ import (
 	"github.com/vramscope/vramscope/internal/pickle"
 )
 
-// A source gives decoders of one raw pickle, each from its start: the two
-// goroutines of a split decode (split.go) read it at once.
+// A source gives decoders of one raw pickle: the goroutines of a split
+// decode (split.go) read it at once.
 type source interface {
 	size() int64
-	// decoder returns a new decoder that stores in reached, if not nil,
-	// how far it has read.
+	// decoder returns a new decoder from the start that stores in reached,
+	// if not nil, how far it has read.
 	decoder(sink pickle.Sink, reached *atomic.Int64) *pickle.Decoder
+	// fork returns the decoder of the tail that starts where the walk w
+	// stopped (pickle's Fork).
+	fork(w *pickle.Decoder, sink pickle.Sink) *pickle.Decoder
 	// from is the stream from off on, for Splice: nil for decoders over
 	// bytes, which go on in their own.
 	from(off int64) io.Reader
@@ -33,6 +36,10 @@ func (s atSource) decoder(sink pickle.Sink, reached *atomic.Int64) *pickle.Decod
 		r = &countingReader{r: r, n: reached}
 	}
 	return pickle.NewDecoder(r, sink, pickle.DefaultLimits)
+}
+
+func (s atSource) fork(w *pickle.Decoder, sink pickle.Sink) *pickle.Decoder {
+	return w.Fork(sink, s.from(w.Offset()), nil)
 }
 
 func (s atSource) from(off int64) io.Reader { return io.NewSectionReader(s.r, off, s.n-off) }
@@ -63,8 +70,19 @@ type bytesSource struct {
 func (s bytesSource) size() int64 { return int64(len(s.b)) }
 
 func (s bytesSource) decoder(sink pickle.Sink, reached *atomic.Int64) *pickle.Decoder {
-	var done int64
-	return pickle.NewDecoderBytes(s.b, sink, pickle.DefaultLimits, func(base int64) {
+	return pickle.NewDecoderBytes(s.b, sink, pickle.DefaultLimits, s.moved(reached, 0))
+}
+
+func (s bytesSource) fork(w *pickle.Decoder, sink pickle.Sink) *pickle.Decoder {
+	return w.Fork(sink, nil, s.moved(nil, w.Offset()))
+}
+
+// moved is what a decoder from offset from on tells of each window it
+// moves to: reached and progress learn where it starts, and release the
+// whole steps from the first after from to it.
+func (s bytesSource) moved(reached *atomic.Int64, from int64) func(base int64) {
+	done := (from + releaseStep - 1) &^ (releaseStep - 1)
+	return func(base int64) {
 		if reached != nil {
 			reached.Store(base)
 		}
@@ -75,7 +93,7 @@ func (s bytesSource) decoder(sink pickle.Sink, reached *atomic.Int64) *pickle.De
 			s.release(done, to)
 			done = to
 		}
-	})
+	}
 }
 
 func (s bytesSource) from(int64) io.Reader { return nil }

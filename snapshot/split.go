@@ -4,47 +4,72 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"sync/atomic"
+	"time"
 
 	"github.com/vramscope/vramscope/internal/pickle"
 )
 
-// Decoding a big file on two cores (internal/pickle/split.go has the VM's
-// side). A second goroutine walks the file to a batch of the trace list
-// past a split point and decodes the rest of that list into a builder of
-// its own (the tail), while this one decodes up to that batch (the head).
-// The tail's records are then renumbered into the head's builder, and the
-// head goes on after the list. Whatever the tail could not do, the head does
+// Decoding a big file on several cores (internal/pickle/split.go has the
+// VM's side). One goroutine walks the file, stopping at a batch of the
+// trace list past each split point to start a tail there, which decodes up
+// to the next tail's start (or the list's end) into a builder of its own,
+// while this one decodes up to the first tail (the head). Each tail's
+// records are then renumbered into the head's builder in turn, and the
+// head goes on after the last. Whatever a tail could not do, the head does
 // alone, so the result is always the sequential one.
 const (
 	// splitMin is the smallest file worth a second goroutine.
 	splitMin = 32 << 20
+	// partMin is the least a part of a split file gets: below it a core
+	// saves less than a tail costs to start and merge.
+	partMin = 16 << 20
 	// headStep is how far the head decodes between two looks at whether
 	// the walk has chosen the split point.
 	headStep = 4 << 20
 )
 
-// balancedSplit is the split point that makes the head and the tail end
-// together, for a file of size bytes of which the head has read head bytes
-// while the walk, started at the same time, walked walked bytes. With the
-// head's decoding rate h, the walk's rate w and the tail decoding as fast
-// as the head, the head ends at s/h and the tail at s/w + (size-s)/h, so
-// s = size/(2 - h/w). The rates depend on the machine more than on the
-// file: the walk costs about 0.3 of decoding on one core (callgrind: 320 M
-// against 1,044 M instructions for the first 29 MB of a grown bench file),
-// but two cores that share a memory bus slow the walk more than the
-// decoder (measured on a 2-vCPU VM: h/w = 0.45, against the fixed 0.3 the
-// first version assumed, which left the head waiting 0.25 s of 1.8 s for
-// the tail).
-func balancedSplit(size, head, walked int64) int64 {
+// splitParts is how many parts a raw file of size bytes is decoded in: one
+// per core the process may use (GOMAXPROCS, which Go derives from the
+// cgroup's CPU quota as well as the machine's cores since 1.25), each of
+// at least partMin bytes.
+func splitParts(size int64) int {
+	return int(min(int64(runtime.GOMAXPROCS(0)), max(size/partMin, 1)))
+}
+
+// splitPoints gives where tail k (1..n-1) of a file of size bytes cut in n
+// parts is to start, once the head has read head bytes while the walk,
+// started at the same time, walked walked bytes.
+type splitPoints func(size, head, walked int64, k, n int) int64
+
+// balancedSplit is the split point of tail k that makes all n parts end
+// together. With the head's decoding rate h, the walk's rate w, r = h/w,
+// and each tail decoding as fast as the head, the head ends at s_1/h and
+// tail k, which starts when the walk reaches s_k, at s_k/w +
+// (s_k+1 - s_k)/h; equal ends give s_k = size (1-q^k) / (1-q^n) with
+// q = 1-r (for n = 2: size/(2-r)). The rates depend on the machine more
+// than on the file: the walk costs about 0.3 of decoding on one core
+// (callgrind: 320 M against 1,044 M instructions for the first 29 MB of a
+// grown bench file), but cores that share a memory bus slow the walk more
+// than the decoder (measured on a 2-vCPU VM: h/w = 0.45, against the fixed
+// 0.3 the first version assumed, which left the head waiting 0.25 s of
+// 1.8 s for the tail). With the walk as the one sequential stage, n parts
+// end after about r/(1-q^n) of the sequential decode: 0.3 of it for any n
+// past 8, at r = 0.3.
+func balancedSplit(size, head, walked int64, k, n int) int64 {
 	ratio := 0.0
 	if walked > 0 {
 		ratio = min(float64(head)/float64(walked), 0.9)
 	}
-	return int64(float64(size) / (2 - ratio))
+	if ratio == 0 {
+		return size * int64(k) / int64(n)
+	}
+	q := 1 - ratio
+	return int64(float64(size) * (1 - math.Pow(q, float64(k))) / (1 - math.Pow(q, float64(n))))
 }
 
 // foreignTag marks a tail's frame ids that stand for a memo entry of the
@@ -80,7 +105,7 @@ func frameOf(v pickle.Value) FrameID {
 	return FrameID(v.N)
 }
 
-// tailResult is what the tail goroutine hands back.
+// tailResult is what a tail's goroutine hands back.
 type tailResult struct {
 	b           *builder
 	d           *pickle.Decoder
@@ -90,16 +115,45 @@ type tailResult struct {
 	foreignMemo []uint64 // head memo ids the tail's memo copies (checkMemo)
 }
 
+// part is one tail of a split decode, as the walk starts it.
+type part struct {
+	start int64
+	// next is where the next tail starts once the walk has found it (-1
+	// before): this one ends at that batch. Storing 0 stops it at its next
+	// batch.
+	next   atomic.Int64
+	walked *atomic.Int64 // how far the walk has looked for the next tail
+	done   chan tailResult
+}
+
+// endsAt says whether the tail ends at the batch at off: where the next
+// tail starts. Until the walk has found that or passed off, it waits, so
+// a tail never runs past the next one's start because the walk was late
+// (the walk, 3 times as fast, is rarely behind).
+func (p *part) endsAt(off int64) bool {
+	for {
+		walked := p.walked.Load() // before next: the walk stores next, then walks on
+		if n := p.next.Load(); n >= 0 {
+			return n <= off
+		}
+		if walked > off {
+			return false
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
 // ReadAt decodes the snapshot held in the first size bytes of r, raw or
-// compressed as for Read; a big raw pickle is decoded on two goroutines.
+// compressed as for Read; a big raw pickle is decoded on several
+// goroutines.
 func ReadAt(r io.ReaderAt, size int64) (*Snapshot, error) {
 	magic := make([]byte, 4)
 	n, _ := r.ReadAt(magic, 0)
-	// With one core the tail's walk would only add work.
-	if size < splitMin || Compressed(magic[:n]) || runtime.GOMAXPROCS(0) < 2 {
+	// With one core the tails' walk would only add work.
+	if size < splitMin || Compressed(magic[:n]) || splitParts(size) < 2 {
 		return Read(io.NewSectionReader(r, 0, size))
 	}
-	sn, _, err := decodeSplit(atSource{r, size}, balancedSplit)
+	sn, _, err := decodeSplit(atSource{r, size}, splitParts(size), balancedSplit)
 	return sn, err
 }
 
@@ -114,7 +168,7 @@ var errNoMapping = errors.New("the file cannot be mapped")
 // progress, if not nil, is told from any goroutine how far a decoder has
 // read.
 func ReadFile(f *os.File, size int64, progress func(off int64)) (*Snapshot, error) {
-	if size >= splitMin && runtime.GOMAXPROCS(0) >= 2 {
+	if size >= splitMin && splitParts(size) >= 2 {
 		if m, err := mapFile(f, size); err == nil {
 			if !Compressed(m.b[:4]) {
 				defer m.close()
@@ -130,9 +184,9 @@ func ReadFile(f *os.File, size int64, progress func(off int64)) (*Snapshot, erro
 	return ReadAt(r, size)
 }
 
-// readMapped decodes the raw pickle mapped in m on two goroutines. A file
-// that shrinks while it is mapped makes the reads past its new end fault:
-// that is an error here, not a crash.
+// readMapped decodes the raw pickle mapped in m on several goroutines. A
+// file that shrinks while it is mapped makes the reads past its new end
+// fault: that is an error here, not a crash.
 func readMapped(m *mapping, progress func(off int64)) (sn *Snapshot, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -140,7 +194,8 @@ func readMapped(m *mapping, progress func(off int64)) (sn *Snapshot, err error) 
 			err = faultError(r)
 		}
 	}()
-	sn, _, err = decodeSplit(bytesSource{b: m.b, release: m.release, progress: progress}, balancedSplit)
+	src := bytesSource{b: m.b, release: m.release, progress: progress}
+	sn, _, err = decodeSplit(src, splitParts(src.size()), balancedSplit)
 	return sn, err
 }
 
@@ -165,76 +220,61 @@ func (p progressReaderAt) ReadAt(b []byte, off int64) (int, error) {
 	return n, err
 }
 
-// decodeSplit decodes the raw pickle src with a tail that starts at the
-// first batch of a list at or after the offset point gives (point(size,
-// head, walked), as balancedSplit), and reports whether the tail's work was
-// used.
-func decodeSplit(src source, point func(size, head, walked int64) int64) (*Snapshot, bool, error) {
+// decodeSplit decodes the raw pickle src in up to n parts, tail k starting
+// at the first batch of a list at or after the offset point gives, and
+// reports how many tails' work was used.
+func decodeSplit(src source, n int, point splitPoints) (*Snapshot, int, error) {
 	size := src.size()
 	var head atomic.Int64
 	w := &walkProgress{moved: make(chan struct{}, 1)}
-	starts := make(chan int64, 1)
-	tails := make(chan tailResult, 1)
-	go func() {
-		started := false
-		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-		defer func() {
-			if r := recover(); r != nil {
-				err := faultError(r)
-				if !started {
-					starts <- -1
-				}
-				tails <- tailResult{err: err}
-			}
-		}()
-		b := newBuilder()
-		at := func(off int64) int64 {
-			w.set(off)
-			return point(size, head.Load(), off)
+	parts := make(chan *part, n)
+	budget := new(pickle.SharedBudget) // all parts hold what one decoder may
+	go walkParts(src, n, budget, func(walked int64, k int) int64 {
+		if k == 1 { // the head decodes up to the first tail only
+			w.set(walked)
 		}
-		d := src.decoder(b, nil)
-		if err := d.ScanTail(at); err != nil {
-			starts <- -1
-			tails <- tailResult{err: err}
-			return
-		}
-		starts <- d.TailStart()
-		started = true
-		t := tailResult{b: b, d: d}
-		if t.list, t.end, t.err = d.DecodeTail(); t.err == nil {
-			t.err = t.checkMemo()
-		}
-		tails <- t
-	}()
+		w.walked.Store(walked)
+		return point(size, head.Load(), walked, k, n)
+	}, &w.walked, parts)
 
-	// The tail reads src until it ends, whatever happens here: src (a
-	// mapping, unmapped after) must outlive it.
-	tailDone := false
+	// The tails read src until they end, whatever happens here: src (a
+	// mapping, unmapped after) must outlive them.
+	var waiting *part
 	defer func() {
-		if !tailDone {
-			<-tails
+		if waiting != nil {
+			<-waiting.done
+		}
+		for p := range parts {
+			<-p.done
 		}
 	}()
 	b := newBuilder()
 	dec := src.decoder(b, &head)
-	start, err := decodeUntilStart(dec, w, starts)
+	dec.ShareBudget(budget)
+	p, err := decodeUntilStart(dec, w, parts)
 	if err != nil {
-		return nil, false, fmt.Errorf("decoding snapshot: %w", err)
+		return nil, 0, fmt.Errorf("decoding snapshot: %w", err)
 	}
-	merged := false
-	if start >= 0 {
-		at, err := dec.DecodeTo(start)
+	merged := 0
+	for ; p != nil; p = <-parts {
+		waiting = p
+		at, err := dec.DecodeTo(p.start)
 		if err != nil {
-			return nil, false, fmt.Errorf("decoding snapshot: %w", err)
+			return nil, 0, fmt.Errorf("decoding snapshot: %w", err)
 		}
-		t := <-tails
-		tailDone = true
+		if !at {
+			p.next.Store(0) // the head has passed it: stop it
+		}
+		t := <-p.done
+		waiting = nil
 		if at && t.err == nil && b.canMerge(dec, &t) {
 			m := b.merge(dec, &t)
 			if err := dec.Splice(t.d, m.value, src.from(t.end)); err != nil {
-				return nil, false, fmt.Errorf("decoding snapshot: %w", err)
+				return nil, 0, fmt.Errorf("decoding snapshot: %w", err)
 			}
-			merged = true
+			merged++
+		} else if t.d != nil {
+			t.d.LeaveBudget()
 		}
 	}
 	top, err := dec.Decode()
@@ -243,45 +283,119 @@ func decodeSplit(src source, point func(size, head, walked int64) int64) (*Snaps
 		err = b.finish(top)
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("decoding snapshot: %w", err)
+		return nil, 0, fmt.Errorf("decoding snapshot: %w", err)
 	}
 	return b.sn, merged, nil
 }
 
+// walkParts walks src and starts tails 1..n-1 where point(walked, k) says,
+// each decoding on a goroutine of its own, and sends them to parts in
+// order; it closes parts when the walk found no more split points or the
+// last tail started. The last tail is the walk's own decoder. walked is
+// how far the walk has come (point stores it), and past the end once the
+// walk stopped. The walk and the tails share budget.
+func walkParts(src source, n int, budget *pickle.SharedBudget, point func(walked int64, k int) int64, walked *atomic.Int64, parts chan<- *part) {
+	defer close(parts)
+	defer walked.Store(math.MaxInt64)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			faultError(r) // a fault ends the walk: the head reports it, if it reads there too
+		}
+	}()
+	wb := newBuilder()
+	walker := src.decoder(wb, nil)
+	walker.ShareBudget(budget)
+	var prev *part
+	for k := 1; k < n; k++ {
+		at := func(walked int64) int64 { return point(walked, k) }
+		d, b := walker, wb
+		var err error
+		var start int64
+		if k == n-1 {
+			err = walker.ScanTail(at)
+			start = walker.Offset()
+		} else if start, err = walker.Walk(at); err == nil {
+			b = newBuilder()
+			b.internStrings(wb)
+			d = src.fork(walker, b)
+		}
+		if err != nil {
+			return
+		}
+		p := &part{start: start, walked: walked, done: make(chan tailResult, 1)}
+		p.next.Store(-1)
+		if prev != nil {
+			prev.next.Store(start)
+		}
+		go decodeTail(d, b, p)
+		parts <- p
+		prev = p
+	}
+}
+
+// internStrings interns the strings of from, a new builder that has only
+// been given strings, in their order: a tail's builder then numbers them
+// as the walk's does, which the memo they share holds.
+func (b *builder) internStrings(from *builder) {
+	for _, s := range from.sn.strings {
+		b.sn.InternString(s)
+	}
+	b.syncStrings()
+}
+
+// decodeTail decodes tail p with d into b and hands the result to p.done.
+func decodeTail(d *pickle.Decoder, b *builder, p *part) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			p.done <- tailResult{err: faultError(r)}
+		}
+	}()
+	t := tailResult{b: b, d: d}
+	if t.list, t.end, t.err = d.DecodeTail(p.endsAt); t.err == nil {
+		t.err = t.checkMemo()
+	}
+	p.done <- t
+}
+
 // decodeUntilStart decodes with the head, at most headStep bytes at a time,
-// until the walk sends where the tail starts (-1: nowhere), and returns
-// that. The head never passes the walk, whose split point lies ahead of
-// it: having caught up, it waits for the walk to move on.
-func decodeUntilStart(dec *pickle.Decoder, w *walkProgress, starts <-chan int64) (int64, error) {
+// until the walk sends the first tail (nil: none), and returns it. The
+// head never passes the walk, whose split point lies ahead of it: having
+// caught up, it waits for the walk to move on.
+func decodeUntilStart(dec *pickle.Decoder, w *walkProgress, parts <-chan *part) (*part, error) {
 	for {
 		select {
-		case start := <-starts:
-			return start, nil
+		case p := <-parts:
+			return p, nil
 		default:
 		}
 		off := dec.Offset()
 		target := min(off+headStep, w.off.Load())
 		if target <= off {
 			select {
-			case start := <-starts:
-				return start, nil
+			case p := <-parts:
+				return p, nil
 			case <-w.moved:
 				continue
 			}
 		}
 		if _, err := dec.DecodeTo(target); err != nil {
-			return 0, err
+			return nil, err
 		}
 		if dec.Offset() < target { // the stream ended: nothing to split
-			return <-starts, nil
+			return <-parts, nil
 		}
 	}
 }
 
-// walkProgress is how far the walk has come, for the head not to pass it.
+// walkProgress is how far the walk has come: off for the head not to pass
+// the first tail's start, walked for the tails to end where the next
+// starts.
 type walkProgress struct {
-	off   atomic.Int64
-	moved chan struct{} // signalled (without blocking) when off grows
+	off    atomic.Int64
+	moved  chan struct{} // signalled (without blocking) when off grows
+	walked atomic.Int64
 }
 
 func (w *walkProgress) set(off int64) {

@@ -6,33 +6,53 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 )
 
-// decodeBoth decodes raw sequentially and split at from, reading it at
-// offsets and in place, and fails the test unless all give the same
-// snapshot or the same error. It reports whether the split decodes used
-// their tails.
-func decodeBoth(t testing.TB, raw []byte, from int64) bool {
-	t.Helper()
-	merged := decodeBothAt(t, raw, fmt.Sprint(from), func(_, _, _ int64) int64 { return from })
-	if merged[0] != merged[1] {
-		t.Errorf("split at %d: tail used %v reading at offsets, %v in place", from, merged[0], merged[1])
-	}
-	return merged[0]
+// splitCheck compares split decodes of raw with its sequential decode.
+type splitCheck struct {
+	raw    []byte
+	seq    *Snapshot
+	seqErr error
 }
 
-// decodeBothAt is decodeBoth with the split point that point says, named
-// where for messages; it reports whether each split decode used its tail.
-func decodeBothAt(t testing.TB, raw []byte, where string, point func(size, head, walked int64) int64) []bool {
-	t.Helper()
-	seq, seqErr := Decode(bytes.NewReader(raw))
+func newSplitCheck(raw []byte) *splitCheck {
+	seq, err := Decode(bytes.NewReader(raw))
 	if seq != nil {
 		seq.in.key = nil // interning scratch
 	}
+	return &splitCheck{raw: raw, seq: seq, seqErr: err}
+}
+
+// decodeBoth decodes raw sequentially and split at cuts (tail k starts at
+// the first batch at or after cuts[k-1]), and fails the test unless all
+// give the same snapshot or the same error (splitCheck.cuts).
+func decodeBoth(t testing.TB, raw []byte, cuts ...int64) int {
+	t.Helper()
+	return newSplitCheck(raw).cuts(t, cuts...)
+}
+
+// cuts decodes raw split at cuts, reading it at offsets and in place, and
+// fails the test unless both give the sequential snapshot or error. It
+// returns how many tails the split decodes used.
+func (c *splitCheck) cuts(t testing.TB, cuts ...int64) int {
+	t.Helper()
+	used := c.points(t, fmt.Sprint(cuts), len(cuts)+1, func(_, _, _ int64, k, _ int) int64 { return cuts[k-1] })
+	if used[0] != used[1] {
+		t.Errorf("split at %v: %d tails used reading at offsets, %d in place", cuts, used[0], used[1])
+	}
+	return used[0]
+}
+
+// points is cuts in n parts with the split points that point says, named
+// where for messages; it returns how many tails each split decode used.
+func (c *splitCheck) points(t testing.TB, where string, n int, point splitPoints) []int {
+	t.Helper()
+	raw, seq, seqErr := c.raw, c.seq, c.seqErr
 	var released atomic.Int64
 	inPlace := bytesSource{b: raw, release: func(from, to int64) {
 		if from < 0 || to <= from || to > int64(len(raw)) || from%releaseStep != 0 || to%releaseStep != 0 {
@@ -40,10 +60,10 @@ func decodeBothAt(t testing.TB, raw []byte, where string, point func(size, head,
 		}
 		released.Add(to - from)
 	}}
-	merged := make([]bool, 2)
+	used := make([]int, 2)
 	for k, src := range []source{atSource{bytes.NewReader(raw), int64(len(raw))}, inPlace} {
-		sp, m, spErr := decodeSplit(src, point)
-		merged[k] = m
+		sp, m, spErr := decodeSplit(src, n, point)
+		used[k] = m
 		if seqErr != nil || spErr != nil {
 			if seqErr == nil || spErr == nil || seqErr.Error() != spErr.Error() {
 				t.Fatalf("split at %s (source %d): error %v, sequential %v", where, k, spErr, seqErr)
@@ -52,7 +72,7 @@ func decodeBothAt(t testing.TB, raw []byte, where string, point func(size, head,
 		}
 		sp.in.key = nil
 		if !reflect.DeepEqual(seq, sp) {
-			t.Fatalf("split at %s (source %d, tail used: %v): snapshot differs from the sequential one: %d/%d strings, %d/%d frames, %d/%d stacks, %d/%d events",
+			t.Fatalf("split at %s (source %d, %d tails used): snapshot differs from the sequential one: %d/%d strings, %d/%d frames, %d/%d stacks, %d/%d events",
 				where, k, m, len(sp.strings), len(seq.strings), len(sp.Frames), len(seq.Frames),
 				sp.NumStacks(), seq.NumStacks(), sp.events(), seq.events())
 		}
@@ -60,7 +80,7 @@ func decodeBothAt(t testing.TB, raw []byte, where string, point func(size, head,
 	if seqErr == nil && len(raw) > 3*releaseStep && released.Load() == 0 {
 		t.Errorf("split at %s: nothing of %d bytes released", where, len(raw))
 	}
-	return merged
+	return used
 }
 
 // Decoding in two parts gives the sequential snapshot exactly (interning
@@ -70,9 +90,9 @@ func decodeBothAt(t testing.TB, raw []byte, where string, point func(size, head,
 func TestSplitMatchesSequential(t *testing.T) {
 	for _, path := range repoSnapshots(t) {
 		t.Run(strings.TrimPrefix(path, "../"), func(t *testing.T) {
-			raw := readRaw(t, path)
+			c := newSplitCheck(readRaw(t, path))
 			for _, f := range []float64{0.05, 0.3, 0.55, 0.8, 0.97} {
-				decodeBoth(t, raw, int64(f*float64(len(raw))))
+				c.cuts(t, int64(f*float64(len(c.raw))))
 			}
 		})
 	}
@@ -82,18 +102,66 @@ func TestSplitMatchesSequential(t *testing.T) {
 	paths, _ := filepath.Glob("testdata/split/*.pickle.gz")
 	paths = append(paths, "../testdata/scenarios/out/bench_source/bench_source.pickle.gz")
 	for _, path := range paths {
-		raw := readRaw(t, path)
+		c := newSplitCheck(readRaw(t, path))
 		for _, f := range []float64{0.3, 0.55, 0.8} {
-			if !decodeBoth(t, raw, int64(f*float64(len(raw)))) {
+			if c.cuts(t, int64(f*float64(len(c.raw)))) != 1 {
 				t.Errorf("%s split at %.2f: the tail was not used", path, f)
 			}
 		}
-		// As ReadAt splits: where the two goroutines' pace says (on a
-		// small file that may be past the trace: nothing to split then).
-		decodeBothAt(t, raw, "the balanced point", balancedSplit)
+		// As ReadAt splits: where the goroutines' pace says (on a small
+		// file that may be past the trace: nothing to split then).
+		for n := 2; n <= 4; n++ {
+			c.points(t, "the balanced points", n, balancedSplit)
+		}
 	}
 	if len(paths) < 5 {
 		t.Errorf("found %d multi-batch snapshots, want 5", len(paths))
+	}
+}
+
+// Decoding in n parts, n = 1..8, gives the sequential snapshot exactly,
+// whatever the cuts: spread evenly but off any round offset, all at one
+// offset (the tails then start at successive batches), or bunched at the
+// end. The snapshots with many batches of trace entries use every tail
+// when the cuts are spread over their trace, which ends with the last
+// batch, some 30 kB before the end of the file: over the first 85%.
+func TestSplitInNParts(t *testing.T) {
+	cutsFor := map[string]func(size int64, n int) []int64{
+		"spread": func(size int64, n int) (c []int64) {
+			for k := 1; k < n; k++ {
+				c = append(c, size*int64(k)/int64(n)+int64(k*k*37))
+			}
+			return c
+		},
+		"one offset": func(size int64, n int) []int64 { return slices.Repeat([]int64{size / 3}, n-1) },
+		"bunched": func(size int64, n int) (c []int64) {
+			for k := 1; k < n; k++ {
+				c = append(c, size-size/int64(4*k+1))
+			}
+			return c
+		},
+	}
+	for _, path := range repoSnapshots(t) {
+		t.Run(strings.TrimPrefix(path, "../"), func(t *testing.T) {
+			c := newSplitCheck(readRaw(t, path))
+			for n := 1; n <= 8; n++ {
+				c.cuts(t, cutsFor["spread"](int64(len(c.raw)), n)...)
+			}
+			for _, n := range []int{3, 8} {
+				c.cuts(t, cutsFor["one offset"](int64(len(c.raw)), n)...)
+				c.cuts(t, cutsFor["bunched"](int64(len(c.raw)), n)...)
+			}
+		})
+	}
+	paths, _ := filepath.Glob("testdata/split/*.pickle.gz")
+	paths = append(paths, "../testdata/scenarios/out/bench_source/bench_source.pickle.gz")
+	for _, path := range paths {
+		c := newSplitCheck(readRaw(t, path))
+		for n := 2; n <= 8; n++ {
+			if used := c.cuts(t, cutsFor["spread"](int64(len(c.raw))*85/100, n)...); used != n-1 {
+				t.Errorf("%s in %d parts: %d tails used, want %d", path, n, used, n-1)
+			}
+		}
 	}
 }
 
@@ -112,7 +180,7 @@ func TestSplitFailsLikeSequential(t *testing.T) {
 		{"refused opcode in the head", func(b []byte) []byte { return corruptOpcode(b, len(b)/4) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if decodeBoth(t, tc.edit(bytes.Clone(raw)), from) {
+			if decodeBoth(t, tc.edit(bytes.Clone(raw)), from) > 0 {
 				t.Error("a damaged tail was merged")
 			}
 		})
@@ -128,14 +196,20 @@ func corruptOpcode(b []byte, at int) []byte {
 }
 
 // FuzzSplit checks the split decoder against the sequential one on
-// arbitrary bytes: same snapshot or same error, never a panic.
+// arbitrary bytes: same snapshot or same error, never a panic. Up to 7
+// tails start every step bytes from from on.
 func FuzzSplit(f *testing.F) {
 	for _, path := range []string{"testdata/format/train.pickle", "../testdata/scenarios/out/leak_closure/step3/server_rank0_pid561.pickle.gz"} {
 		raw := readRaw(f, path)
-		f.Add(raw, uint32(len(raw)/2))
+		f.Add(raw, uint32(len(raw)/2), uint32(0), uint8(1))
+		f.Add(raw, uint32(len(raw)/5), uint32(len(raw)/5), uint8(4))
 	}
-	f.Fuzz(func(t *testing.T, data []byte, from uint32) {
-		decodeBoth(t, data, int64(from))
+	f.Fuzz(func(t *testing.T, data []byte, from, step uint32, tails uint8) {
+		cuts := make([]int64, tails%8)
+		for k := range cuts {
+			cuts[k] = int64(from) + int64(k)*int64(step)
+		}
+		decodeBoth(t, data, cuts...)
 	})
 }
 
@@ -178,8 +252,30 @@ func TestBalancedSplit(t *testing.T) {
 		{300, 1000, 588},  // h/w = 0.3: 1000/1.7
 		{2000, 1000, 909}, // clamped to h/w = 0.9
 	} {
-		if got := balancedSplit(1000, tc.head, tc.walked); got != tc.want {
+		if got := balancedSplit(1000, tc.head, tc.walked, 1, 2); got != tc.want {
 			t.Errorf("head %d, walked %d: split at %d, want %d", tc.head, tc.walked, got, tc.want)
+		}
+	}
+}
+
+// In n parts, the head's share is the largest and each tail's smaller, by
+// the factor q = 1 - h/w, so that each tail, started later by the walk,
+// ends with the head: at h/w = 0.3 in 4 parts, 39.4%, 27.7%, 19.3%, 13.6%
+// of the file; evenly when the walk seems infinitely fast.
+func TestBalancedSplitParts(t *testing.T) {
+	for _, tc := range []struct {
+		head, walked int64
+		want         []int64
+	}{
+		{0, 0, []int64{250, 500, 750}},
+		{300, 1000, []int64{394, 671, 864}},
+	} {
+		var got []int64
+		for k := 1; k < 4; k++ {
+			got = append(got, balancedSplit(1000, tc.head, tc.walked, k, 4))
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("head %d, walked %d: 4 parts split at %v, want %v", tc.head, tc.walked, got, tc.want)
 		}
 	}
 }

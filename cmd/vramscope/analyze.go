@@ -29,6 +29,13 @@ type analyzeFlags struct {
 	maxGrowth     bytesFlag
 	maxPeak       bytesFlag
 	focus, ignore string
+	maxMemory     bytesFlag
+	progress      bool
+}
+
+// load is how the flags bound and report loading.
+func (fl analyzeFlags) load() loadOptions {
+	return loadOptions{maxMemory: int64(fl.maxMemory.Bytes), progress: fl.progress, limitHeap: true}
 }
 
 // bytesFlag is a size flag ("64MiB") that remembers whether it was set.
@@ -90,6 +97,8 @@ func (fl *analyzeFlags) register(cmd *cobra.Command) {
 	f.Var(&fl.maxPeak, "max-peak", "exit 3 when a process's peak allocated memory exceeds this (e.g. 40GiB)")
 	f.StringVar(&fl.focus, "focus", "", "regexp of frames (file or function) to treat as user code")
 	f.StringVar(&fl.ignore, "ignore", "", "regexp of frames to skip when naming the callsite")
+	f.Var(&fl.maxMemory, "max-memory", "decode snapshots at once only while their estimated memory (1.2x the raw pickle) fits this (default: half the memory available)")
+	f.BoolVar(&fl.progress, "progress", false, "print the loading's progress on stderr, a line per snapshot, even when stderr is not a terminal (on one it is shown anyway)")
 }
 
 // gateVerdicts are the verdicts --fail-on accepts.
@@ -112,7 +121,7 @@ func runAnalyze(ctx context.Context, stdout, stderr io.Writer, args []string, fl
 		return err
 	}
 	a := analyze.New(analyze.Options{Filter: filter})
-	failed, total, err := loadAll(ctx, stderr, args, a)
+	failed, total, err := loadAll(ctx, stderr, args, a, fl.load())
 	if err != nil {
 		return err
 	}

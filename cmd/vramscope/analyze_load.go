@@ -19,27 +19,41 @@ import (
 	"github.com/vramscope/vramscope/snapshot"
 )
 
-// Snapshots smaller than progressMinBytes are decoded in parallel; larger
-// ones one at a time, after them, each with its progress bar. Decoding
-// holds about half a file's size in memory, so two GB-sized snapshots at
-// once would double the peak for little gain on a 2-core machine.
-
 // errNotAnalyzable names what analyze reads, for a file it cannot.
 var errNotAnalyzable = errors.New("not a snapshot, memory-log CSV, memory_summary dump, OOM message, serving log or pool ledger")
+
+// loadOptions bound and report the loading of many snapshots.
+type loadOptions struct {
+	// maxMemory is what the snapshots decoded at once may hold, as
+	// estimated (memoryEstimate); 0: half the memory available.
+	maxMemory int64
+	// progress prints the loading's progress on stderr even when it is not
+	// a terminal: a line per snapshot.
+	progress bool
+	// limitHeap keeps the collector's memory limit at what the loading
+	// snapshots hold (memoryGate): for analyze, which keeps only digests.
+	limitHeap bool
+}
 
 // loadAll feeds every input named by args to a: snapshots, memory logs and
 // text dumps, which inputs.ExpandWithLogs finds in directories and globs.
 // Other files found there are skipped with one line on stderr; an input
 // that cannot be read is reported on stderr and counted in failed.
-func loadAll(ctx context.Context, stderr io.Writer, args []string, a *analyze.Analyzer) (failed, total int, err error) {
-	return loadAllWith(ctx, stderr, args, a, nil)
+func loadAll(ctx context.Context, stderr io.Writer, args []string, a *analyze.Analyzer, opts loadOptions) (failed, total int, err error) {
+	return loadAllWith(ctx, stderr, args, a, nil, opts)
 }
 
 // loadAllWith is loadAll that also hands every decoded snapshot to also,
 // when it is not nil, before the snapshot is dropped (the report builds
 // its views from it). also may be called concurrently; its error counts
 // the input as unreadable.
-func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyze.Analyzer, also snapshotHook) (failed, total int, err error) {
+//
+// Snapshots are decoded several at once, one per core at most, each split
+// over the cores as well when it is big (snapshot.ReadFile), for as long
+// as their estimated memory fits opts.maxMemory; each is digested and
+// dropped as soon as it is decoded, so a folder of snapshots costs what
+// the ones decoded at once hold, not their sum.
+func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyze.Analyzer, also snapshotHook, opts loadOptions) (failed, total int, err error) {
 	ins, skipped, err := inputs.ExpandWithLogs(args)
 	if err != nil {
 		return 0, 0, &inputError{msg: err.Error()}
@@ -47,21 +61,18 @@ func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyz
 	if len(skipped) > 0 {
 		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(skipped), "file"), skipped[0])
 	}
-	var snaps, large, texts []inputs.Input
+	var snaps, texts []inputs.Input
 	for _, in := range ins {
 		// Other is a file named on the command line that holds none of
 		// the kinds: loadText says so.
-		if in.Kind != inputs.Snapshot {
-			texts = append(texts, in)
-			continue
-		}
-		if info, err := os.Stat(in.Path); in.Path != inputs.Stdin && err == nil && info.Size() >= progressMinBytes {
-			large = append(large, in)
-		} else {
+		if in.Kind == inputs.Snapshot {
 			snaps = append(snaps, in)
+		} else {
+			texts = append(texts, in)
 		}
 	}
 	total = len(ins)
+	a.Expect(ins) // decoded in parallel, digested in any order: the report as if in this one
 
 	var mu sync.Mutex
 	report := func(in inputs.Input, err error) {
@@ -80,12 +91,27 @@ func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyz
 		}
 	}
 
+	maxMemory := opts.maxMemory
+	if maxMemory <= 0 {
+		maxMemory = defaultMaxMemory()
+	}
+	gate := newMemoryGate(maxMemory, opts.limitHeap)
+	prog := newLoadProgress(stderr, snaps, opts.progress)
+	// One file's bar beside others' would garble the terminal: with
+	// several, the progress of all is one line.
+	barTo := stderr
+	if len(snaps) > 1 {
+		barTo = io.Discard
+	}
 	jobs := make(chan inputs.Input)
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), max(len(snaps), 1)) {
 		wg.Go(func() {
 			for in := range jobs {
-				loadSnapshot(in, stderr, a, also, report)
+				held := gate.acquire(in)
+				loadSnapshot(in, barTo, a, also, report)
+				gate.release(held)
+				prog.done(in)
 			}
 		})
 	}
@@ -97,12 +123,7 @@ func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyz
 	}
 	close(jobs)
 	wg.Wait()
-	for _, in := range large {
-		if err := ctx.Err(); err != nil {
-			return failed, total, err
-		}
-		loadSnapshot(in, stderr, a, also, report)
-	}
+	prog.finish()
 	return failed, total, ctx.Err()
 }
 

@@ -89,7 +89,7 @@ func load(in inputs.Input, stderr io.Writer) (*snapshot.Snapshot, error) {
 	read := r.BytesRead
 	if f, ok := r.File(); ok {
 		// A file is read where the decoder wants it: a big one in place
-		// and by two goroutines at once (snapshot.ReadFile).
+		// and by one goroutine per core at once (snapshot.ReadFile).
 		p := &progressMark{bar: bar}
 		read = p.highWater
 		sn, err = snapshot.ReadFile(f, r.Size(), p.reached)

@@ -68,7 +68,7 @@ func loadViews(ctx context.Context, stderr io.Writer, args []string, fl viewFlag
 			keep(in, sn, tls)
 		}
 		return nil
-	})
+	}, loadOptions{})
 	if err != nil {
 		return viewLoad{}, err
 	}

@@ -2,6 +2,7 @@ package pickle
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/vramscope/vramscope/internal/units"
 )
@@ -72,28 +73,81 @@ func (d *Decoder) charge(n int, what string) error {
 // check returns a BudgetError naming what if the decoder, with grow more
 // bytes, would hold more than its budget allows for the bytes read so far.
 func (d *Decoder) check(what string, grow int64) error {
-	if held, ok := d.fits(grow); !ok {
+	if held, read, ok := d.fits(grow); !ok {
 		if what == "" {
 			what = d.largest()
 		}
-		return &BudgetError{What: what, Held: held, Read: d.Offset(), Budget: d.lim.Budget}
+		return &BudgetError{What: what, Held: held, Read: read, Budget: d.lim.Budget}
 	}
 	return nil
 }
 
 // fits reports whether the decoder, with grow more bytes, holds no more
-// than its budget allows, and what it would hold.
-func (d *Decoder) fits(grow int64) (int64, bool) {
+// than its budget allows, what it would hold and the bytes read the
+// budget counts: with a shared budget, what all its decoders hold, and the
+// furthest any of them read.
+func (d *Decoder) fits(grow int64) (held, read int64, ok bool) {
 	b := d.lim.Budget
 	if b.PerByte == 0 {
-		return 0, true
+		return 0, 0, true
 	}
-	held := grow + d.held + valueBytes*int64(cap(d.stack)) + handleBytes*int64(len(d.handles)) +
+	own := d.held + valueBytes*int64(cap(d.stack)) + handleBytes*int64(len(d.handles)) +
 		pendingBytes*int64(cap(d.pending)) + d.memo.bytes()
 	if d.keeper != nil {
-		held += d.keeper.Kept()
+		own += d.keeper.Kept()
 	}
-	return held, held <= b.Base+b.PerByte*d.Offset()
+	held, read = own+grow, d.Offset()
+	if s := d.shared; s != nil {
+		held, read = s.report(d, own)+grow, max(read, s.reached(read))
+	}
+	return held, read, held <= b.Base+b.PerByte*read
+}
+
+// A SharedBudget is the one budget of the decoders of one stream decoded
+// in parts (a split decode: the walk and its tails): what they hold
+// together is checked against the budget for the furthest any of them
+// has read, so n parts hold no more than one decoder would have by then.
+// Each reports what it holds in steps of reportStep bytes, the furthest
+// offset in steps of as many: the sum lags by that much per decoder at
+// most, and the decoders seldom write the figures they all read.
+type SharedBudget struct {
+	held atomic.Int64
+	read atomic.Int64
+}
+
+const reportStep = 64 << 10
+
+// report records that d holds own bytes and returns what its decoders
+// hold together, with d's own figure exact.
+func (s *SharedBudget) report(d *Decoder, own int64) int64 {
+	if diff := own - d.reported; diff >= reportStep || diff <= -reportStep {
+		s.held.Add(diff)
+		d.reported = own
+	}
+	return s.held.Load() - d.reported + own
+}
+
+// reached records that a decoder has read up to off and returns the
+// furthest any has read.
+func (s *SharedBudget) reached(off int64) int64 {
+	r := s.read.Load()
+	for off-r >= reportStep && !s.read.CompareAndSwap(r, off) {
+		r = s.read.Load()
+	}
+	return max(r, s.read.Load())
+}
+
+// ShareBudget makes d one of the decoders that s bounds; decoders it forks
+// are too.
+func (d *Decoder) ShareBudget(s *SharedBudget) { d.shared = s }
+
+// LeaveBudget withdraws what d reported to its shared budget: it holds
+// nothing more (a tail spliced into the head, or dropped).
+func (d *Decoder) LeaveBudget() {
+	if d.shared != nil {
+		d.shared.held.Add(-d.reported)
+		d.reported = 0
+	}
 }
 
 // largest names what holds the most, for a check that is not made where
@@ -130,7 +184,7 @@ func (d *Decoder) stackRoom() int {
 		return min(room, smallStack-len(d.stack))
 	}
 	grow := cap(d.stack) // to twice its capacity, at most, before the next check
-	if _, ok := d.fits(valueBytes * int64(grow)); !ok {
+	if _, _, ok := d.fits(valueBytes * int64(grow)); !ok {
 		grow = 0
 	}
 	return min(room, cap(d.stack)+grow-len(d.stack))

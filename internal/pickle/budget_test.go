@@ -41,3 +41,42 @@ func TestBudget(t *testing.T) {
 		})
 	}
 }
+
+// The decoders of a split decode share one budget: what they hold
+// together must fit what one decoder may hold for the furthest any of
+// them has read, where each alone would fit its own.
+func TestSharedBudget(t *testing.T) {
+	raw, marks := batchedList(100_000)
+	lim := DefaultLimits
+	lim.Budget = Budget{Base: 8 << 20, PerByte: 2}
+	var s SharedBudget
+	a := NewDecoder(bytes.NewReader(raw), newTreeSink(), lim)
+	b := NewDecoder(bytes.NewReader(raw), newTreeSink(), lim)
+	a.ShareBudget(&s)
+	b.ShareBudget(&s)
+	if _, err := a.DecodeTo(marks[50]); err != nil {
+		t.Fatal(err)
+	}
+	a.held, b.held = 5<<20, 5<<20
+	if err := a.check("strings", 0); err != nil {
+		t.Fatalf("one decoder holding 5 MiB: %v", err)
+	}
+	var be *BudgetError
+	if err := b.check("strings", 0); !errors.As(err, &be) {
+		t.Fatalf("two decoders holding 5 MiB each: %v, want a BudgetError", err)
+	}
+	if be.Held < 10<<20 || be.Read < reportStep || be.Read > a.Offset() {
+		t.Errorf("the shared check counted %d bytes held after %d read, want 10 MiB and more after a's %d", be.Held, be.Read, a.Offset())
+	}
+	a.LeaveBudget()
+	a.held = 0
+	if err := b.check("strings", 0); err != nil {
+		t.Errorf("after the other decoder left the budget: %v", err)
+	}
+	// Unshared, each decoder has a budget of its own.
+	c := NewDecoder(bytes.NewReader(raw), newTreeSink(), lim)
+	c.held = 5 << 20
+	if err := c.check("strings", 0); err != nil {
+		t.Errorf("an unshared decoder holding 5 MiB: %v", err)
+	}
+}

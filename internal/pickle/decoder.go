@@ -56,10 +56,15 @@ type Decoder struct {
 	long    []byte // scratch for strings longer than the buffer
 
 	held int64 // bytes charged to the budget besides what it measures (budget.go)
+	// shared, if not nil, is the budget d shares with the other decoders
+	// of its stream, and reported what d last told it it holds.
+	shared   *SharedBudget
+	reported int64
 
 	stop int64  // DecodeTo's offset, or -1
 	top  *Value // the result, once DecodeTo ran into STOP
 	part *tail  // set while decoding the tail of a split stream (split.go)
+	walk *walk  // set in a decoder that walks a stream for its tails (split.go)
 }
 
 // handle is the VM's bookkeeping for one open container.
@@ -552,7 +557,7 @@ func (d *Decoder) fast() error {
 		case fcMemoize:
 			top := len(stack) - 1
 			if top < 0 || stack[top].Kind == KindRef || stack[top].N > payloadMask ||
-				m.sparse != nil || m.tail != nil || (len(d.marks) > 0 && top < d.marks[len(d.marks)-1]) {
+				m.sparse != nil || len(m.tails) > 0 || (len(d.marks) > 0 && top < d.marks[len(d.marks)-1]) {
 				goto out
 			}
 			pk, ok := packedKind(stack[top].Kind)

@@ -2,6 +2,7 @@ package pickle
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/vramscope/vramscope/internal/hugepage"
 )
@@ -19,8 +20,12 @@ type memo struct {
 	n      uint64            // dense ids 0..n-1
 	sparse map[uint64]uint32 // ids > n from explicit PUTs (protocols 0-3)
 	wide   []Value           // values too wide to pack
-	tail   *tailMemo
-	// chunkBytes is the chunks' capacity in bytes, for the budget.
+	tails  []*tailMemo       // spliced tails' entries, by id
+	// shared is how many ids from 0 on sit in chunks that forked memos
+	// share (fork): none of them may change.
+	shared uint64
+	// chunkBytes is the capacity in bytes of the chunks this memo owns,
+	// for the budget: shared ones count for the memo that made them.
 	chunkBytes int64
 }
 
@@ -41,10 +46,43 @@ func (t *tailMemo) value(u uint32) Value { return t.tr(unpack(u, t.wide)) }
 // direct is how many ids from 0 on hold values that need no mapping: all,
 // unless a spliced tail's entries wait for theirs.
 func (m *memo) direct() uint64 {
-	if m.tail != nil {
-		return m.tail.lo
+	if len(m.tails) > 0 {
+		return m.tails[0].lo
 	}
 	return m.n
+}
+
+// tailOf returns the index in m.tails of the tail whose entries hold id i,
+// or -1. Tails are spliced in the order of their ids, one per part of a
+// split decode: a short search from the last.
+func (m *memo) tailOf(i uint64) int {
+	for k := len(m.tails) - 1; k >= 0; k-- {
+		if t := m.tails[k]; i >= t.lo {
+			if i < t.hi {
+				return k
+			}
+			return -1
+		}
+	}
+	return -1
+}
+
+// fork returns a memo that starts as m: the parts of a split decode each
+// go on from the walk's memo (split.go). The full chunks are shared, not
+// copied (a 1 GB snapshot's memo is 120 MB); the last one, which both
+// append to, is copied unless it is full. A store into an id made before
+// the fork is refused in both.
+func (m *memo) fork() memo {
+	f := memo{chunks: slices.Clone(m.chunks), n: m.n, wide: slices.Clone(m.wide), shared: m.n}
+	m.shared = m.n
+	if c := len(f.chunks) - 1; c >= 0 && len(f.chunks[c]) < memoChunkLen {
+		own := make([]uint32, len(f.chunks[c]), cap(f.chunks[c]))
+		copy(own, f.chunks[c])
+		hugepage.Advise(own)
+		f.chunks[c] = own
+		f.chunkBytes = 4 * int64(cap(own))
+	}
+	return f
 }
 
 const (
@@ -110,8 +148,8 @@ func unpack(u uint32, wide []Value) Value {
 // and about 48 bytes a sparse entry (map bucket share included).
 func (m *memo) bytes() int64 {
 	n := m.chunkBytes + int64(len(m.wide))*valueBytes + 48*int64(len(m.sparse))
-	if m.tail != nil {
-		n += int64(len(m.tail.wide)) * valueBytes
+	for _, t := range m.tails {
+		n += int64(len(t.wide)) * valueBytes
 	}
 	return n
 }
@@ -131,11 +169,17 @@ func (m *memo) slot(i uint64) *uint32 {
 	return &m.chunks[i>>memoChunkBits][i&(memoChunkLen-1)]
 }
 
-var errMemoFull = errors.New("more than 2**27 memoized values that do not pack (large ints, floats, or records past 2**27)")
+var (
+	errMemoFull   = errors.New("more than 2**27 memoized values that do not pack (large ints, floats, or records past 2**27)")
+	errSharedMemo = errors.New("a store into a memo id made before the split")
+)
 
 func (m *memo) put(i uint64, v Value) error {
-	if t := m.tail; t != nil && i >= t.lo && i < t.hi {
-		if err := m.mapTail(); err != nil {
+	if i < m.shared {
+		return errSharedMemo
+	}
+	if k := m.tailOf(i); k >= 0 {
+		if err := m.mapTail(k); err != nil {
 			return err
 		}
 	}
@@ -176,8 +220,10 @@ func (m *memo) put(i uint64, v Value) error {
 
 func (m *memo) get(i uint64) (Value, bool) {
 	if i < m.n {
-		if t := m.tail; t != nil && i >= t.lo && i < t.hi {
-			return t.value(*m.slot(i)), true
+		if i >= m.direct() {
+			if k := m.tailOf(i); k >= 0 {
+				return m.tails[k].value(*m.slot(i)), true
+			}
 		}
 		return m.unpack(*m.slot(i)), true
 	}
@@ -197,10 +243,11 @@ func (m *memo) replace(i uint64, old, v Value) error {
 	return nil
 }
 
-// mapTail maps the spliced tail's entries into the head's values, in place.
-func (m *memo) mapTail() error {
-	t := m.tail
-	m.tail = nil
+// mapTail maps the entries of spliced tail k into the head's values, in
+// place.
+func (m *memo) mapTail(k int) error {
+	t := m.tails[k]
+	m.tails = slices.Delete(m.tails, k, k+1)
 	for i := t.lo; i < t.hi; i++ {
 		s := m.slot(i)
 		v := t.value(*s)

@@ -6,26 +6,30 @@ import (
 	"io"
 )
 
-// Decoding one stream on two cores.
+// Decoding one stream on several cores.
 //
 // A memory snapshot is mostly one list, a device's trace, which the pickler
 // writes in batches of 1,000 items: MARK, the items, APPENDS. From the MARK
-// of any batch on, the rest of that list can be decoded by a second decoder
-// (the tail) into a sink of its own while the first (the head) decodes up to
+// of any batch on, the rest of that list can be decoded by another decoder
+// (a tail) into a sink of its own while the first (the head) decodes up to
 // that MARK. The caller then merges the tail's records into the head's sink
-// and the head skips what the tail decoded (Splice).
+// and the head skips what the tail decoded (Splice). With more cores the
+// list is cut at several batches: each tail decodes from its MARK to the
+// next tail's (or to the list's end), and the head splices them in order.
 //
-// What the tail needs of the bytes before its MARK is the memo: which ids
-// exist and what the ones it reads hold. ScanTail walks those bytes without
-// building anything: it hands memoized strings and numbers to the tail's
-// sink, so the tail's keys and values are its own, and records memoized
-// containers as KindForeign values, which the head's memo resolves when the
-// caller merges.
+// What a tail needs of the bytes before its MARK is the memo: which ids
+// exist and what the ones it reads hold. One walk (Walk) goes through those
+// bytes without building anything, stopping at each split point in turn
+// to start a tail there (Fork): it hands memoized strings and numbers to
+// its sink, whose strings each tail's sink starts from, and records
+// memoized containers as KindForeign values, which the head's memo
+// resolves when the caller merges. The tails share the walk's memo up to
+// their start.
 //
 // Anything the walk does not expect (protocol 0 text opcodes, memo ids out
 // of order, opcodes the decoder refuses) ends it with ErrNoSplit, and a tail
-// that meets anything it cannot decode fails: the head then goes on alone.
-// Splitting never changes a result; it only saves time.
+// that meets anything it cannot decode fails: the head then decodes its
+// part itself. Splitting never changes a result; it only saves time.
 
 // ErrNoSplit says a stream has no point where a tail can start.
 var ErrNoSplit = errors.New("no point to split the stream at")
@@ -36,6 +40,9 @@ type tail struct {
 	base  uint64 // the memo's length there: lower ids are the head's
 	list  Handle // the list the batches go to (the head's, opened in the tail's sink)
 	end   int64  // where the head resumes, once DecodeTail returned
+	// ends, if not nil, says whether the tail ends at the batch at an
+	// offset: where the next tail starts.
+	ends func(off int64) bool
 }
 
 // SplitPoint tells a walk where to stop: given the offset it has walked to,
@@ -44,15 +51,27 @@ type tail struct {
 // change as it learns how fast the head goes.
 type SplitPoint func(walked int64) int64
 
-// ScanTail walks the stream of d, a new decoder, from its start to the
-// first batch of appends that starts at or after the offset from says,
-// after which d decodes the tail from there (DecodeTail). Strings and
-// numbers the walk memoizes go to d's sink; nothing else is built.
-func (d *Decoder) ScanTail(from SplitPoint) error {
-	if d.Offset() != 0 || d.part != nil {
-		return errors.New("a walk must start a new decoder")
+// Walk walks the stream of d, a decoder that only walks, from where it
+// stopped (the start, the first time) to the next batch of appends that
+// starts at or after the offset from says, and returns that batch's
+// offset; Fork then starts a tail there. Strings and numbers the walk
+// memoizes go to d's sink; nothing else is built.
+func (d *Decoder) Walk(from SplitPoint) (int64, error) {
+	if d.walk == nil {
+		if d.Offset() != 0 || d.part != nil {
+			return 0, errors.New("a walk must start a new decoder")
+		}
+		d.walk = &walk{last: -1}
 	}
-	start, err := d.scan(from)
+	return d.scan(from)
+}
+
+// ScanTail walks the stream of d, a new decoder, to the first batch of
+// appends that starts at or after the offset from says, after which d
+// decodes the tail from there itself (DecodeTail): the last tail of a
+// split decode needs no walk after it.
+func (d *Decoder) ScanTail(from SplitPoint) error {
+	start, err := d.Walk(from)
 	if err != nil {
 		return err
 	}
@@ -60,10 +79,29 @@ func (d *Decoder) ScanTail(from SplitPoint) error {
 	return nil
 }
 
+// Fork returns a decoder of the tail that starts where the walk d stopped,
+// building with sink, which must intern strings as d's sink did (the memo
+// they share holds its strings). It reads r, the stream from there on, or
+// for a decoder over bytes the same bytes, telling moved, if not nil,
+// where each window starts. The memo d made so far is shared, not copied.
+func (d *Decoder) Fork(sink Sink, r io.Reader, moved func(base int64)) *Decoder {
+	var t *Decoder
+	if d.src != nil {
+		t = NewDecoderBytes(d.src, sink, d.lim, moved)
+	} else {
+		t = NewDecoder(r, sink, d.lim)
+	}
+	t.base, t.proto, t.shared = d.Offset(), d.proto, d.shared
+	t.memo = d.memo.fork()
+	t.part = &tail{start: t.base, base: t.memo.len()}
+	return t
+}
+
 // TailStart is the offset where the tail starts: the head decodes up to it.
 func (d *Decoder) TailStart() int64 { return d.part.start }
 
-// scan walks opcodes until a MARK at or after point's offset that directly follows
+// scan walks opcodes until a MARK at or after point's offset, and after
+// the MARK it last stopped at, that directly follows
 // an APPENDS: the list that APPENDS filled is then on top of the stack,
 // between two batches (the tail's own decoding and the caller's merge
 // check the rest). On the way it keeps the memo: the pickler memoizes an
@@ -72,8 +110,15 @@ func (d *Decoder) TailStart() int64 { return d.part.start }
 // KindForeign placeholder. It builds nothing and tracks no stack, which
 // makes it several times cheaper per opcode than decoding.
 func (d *Decoder) scan(point SplitPoint) (int64, error) {
-	var w walk
-	from, asked := point(0), d.base
+	w := d.walk
+	w.done = false
+	floor := w.last + 1
+	defer func() {
+		if w.done {
+			w.last = d.Offset()
+		}
+	}()
+	from, asked := max(point(d.Offset()), floor), d.base
 	for {
 		if d.end-d.pos < 16 && !d.eof {
 			if err := d.fill(len(d.buf)); err != nil {
@@ -81,18 +126,18 @@ func (d *Decoder) scan(point SplitPoint) (int64, error) {
 			}
 		}
 		if d.base != asked {
-			from, asked = point(d.Offset()), d.base
+			from, asked = max(point(d.Offset()), floor), d.base
 		}
 		if d.pos == d.end {
 			return 0, ErrNoSplit
 		}
-		if err := d.scanFast(&w, from); err != nil || w.done {
+		if err := d.scanFast(w, from); err != nil || w.done {
 			return d.Offset(), err
 		}
 		if d.pos == d.end {
 			continue
 		}
-		if err := d.scanStep(&w, from); err != nil || w.done {
+		if err := d.scanStep(w, from); err != nil || w.done {
 			return d.Offset(), err
 		}
 	}
@@ -102,8 +147,9 @@ func (d *Decoder) scan(point SplitPoint) (int64, error) {
 type walk struct {
 	top   Value // what the last opcode pushed, if topIs says so
 	topIs uint8
-	prev  byte // the last opcode but FRAME and memo stores
-	done  bool // stopped at the split point
+	prev  byte  // the last opcode but FRAME and memo stores
+	done  bool  // stopped at the split point
+	last  int64 // the split point it last stopped at, or -1
 }
 
 const (
@@ -112,9 +158,10 @@ const (
 	topMemo          // top.N is the memo id the value was read from
 )
 
-// memoize stores the walk's top under id.
+// memoize stores the walk's top under id, which must be the next one: the
+// tails share what the walk stored.
 func (d *Decoder) memoize(w *walk, id uint64) error {
-	if id > d.memo.n || d.memo.sparse != nil {
+	if id != d.memo.n || d.memo.sparse != nil {
 		return ErrNoSplit
 	}
 	v := Value{Kind: KindForeign, N: id}
@@ -400,9 +447,11 @@ func (scanSink) Close(Handle) (Value, error)    { return Value{}, errScanContain
 func (scanSink) Tuple([]Value) (Value, error)   { return Value{}, errScanContainer }
 
 // DecodeTail opens the list the batches go to in the sink, decodes whole
-// batches into it until the stream leaves the list, and returns the list's
-// handle and the offset where the head goes on.
-func (d *Decoder) DecodeTail() (Handle, int64, error) {
+// batches into it until the stream leaves the list or ends, if not nil,
+// says the tail ends at a batch, and returns the list's handle and the
+// offset where the head goes on.
+func (d *Decoder) DecodeTail(ends func(off int64) bool) (Handle, int64, error) {
+	d.part.ends = ends
 	h, err := d.newHandle(List)
 	if err != nil {
 		return 0, 0, err
@@ -421,8 +470,12 @@ func (d *Decoder) DecodeTail() (Handle, int64, error) {
 }
 
 // tailEnds is called between batches (only the list on the stack): the
-// tail goes on with a MARK or FRAME and ends at anything else.
+// tail goes on with a MARK or FRAME and ends at anything else, or where
+// the next tail starts.
 func (d *Decoder) tailEnds() (bool, error) {
+	if d.part.ends != nil && d.part.ends(d.Offset()) {
+		return true, nil
+	}
 	if err := d.need(1); err != nil {
 		return false, err
 	}
@@ -480,10 +533,11 @@ func (d *Decoder) Splice(t *Decoder, tr func(Value) Value, r io.Reader) error {
 	if t.memo.n > p.base {
 		d.memo.chunks = append(d.memo.chunks[:p.base>>memoChunkBits], t.memo.chunks[p.base>>memoChunkBits:]...)
 		d.memo.n = t.memo.n
-		d.memo.tail = &tailMemo{lo: p.base, hi: t.memo.n, wide: t.memo.wide, tr: tr}
+		d.memo.tails = append(d.memo.tails, &tailMemo{lo: p.base, hi: t.memo.n, wide: t.memo.wide, tr: tr})
 	}
 	d.memo.countChunks()
 	t.memo = memo{}
+	t.LeaveBudget()
 	d.base, d.pos, d.end, d.eof = p.end, 0, 0, false
 	if d.src == nil {
 		d.r = r

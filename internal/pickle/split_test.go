@@ -68,7 +68,7 @@ func TestScanTail(t *testing.T) {
 	if d.TailStart() != marks[1] {
 		t.Fatalf("tail starts at %d, want the second batch at %d", d.TailStart(), marks[1])
 	}
-	h, end, err := d.DecodeTail()
+	h, end, err := d.DecodeTail(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +91,59 @@ func TestScanTail(t *testing.T) {
 		}
 		if err := NewDecoder(bytes.NewReader(raw), newTreeSink(), DefaultLimits).ScanTail(at(from)); !errors.Is(err, ErrNoSplit) {
 			t.Errorf("%s: ScanTail gave %v, want ErrNoSplit", name, err)
+		}
+	}
+}
+
+// One walk starts several tails: each at the first batch at or after its
+// offset and after the last tail's, each ending where ends says, the next
+// one's start; their memos share the walk's, which neither may change.
+func TestWalkForks(t *testing.T) {
+	raw, marks := batchedList(5000)
+	walker := NewDecoder(bytes.NewReader(raw), newTreeSink(), DefaultLimits)
+	var starts []int64
+	var tails []*Decoder
+	var sinks []*treeSink
+	for _, from := range []int64{marks[1], marks[1], marks[3]} {
+		start, err := walker.Walk(at(from))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newTreeSink()
+		starts, sinks = append(starts, start), append(sinks, s)
+		tails = append(tails, walker.Fork(s, bytes.NewReader(raw[start:]), nil))
+	}
+	if want := []int64{marks[1], marks[2], marks[3]}; !reflect.DeepEqual(starts, want) {
+		t.Fatalf("the walk stopped at %v, want %v (never twice at one batch)", starts, want)
+	}
+	if next, err := walker.Walk(at(0)); next != marks[4] || err != nil {
+		t.Errorf("the walk went on to %d (%v), want the last batch at %d", next, err, marks[4])
+	}
+	if _, err := walker.Walk(at(0)); !errors.Is(err, ErrNoSplit) {
+		t.Errorf("walking past the last batch: %v, want ErrNoSplit", err)
+	}
+	for k, d := range tails {
+		var ends func(int64) bool
+		if k+1 < len(starts) {
+			ends = func(off int64) bool { return off == starts[k+1] }
+		}
+		h, end, err := d.DecodeTail(ends)
+		if err != nil {
+			t.Fatalf("tail %d: %v", k, err)
+		}
+		items := sinks[k].open[h].items
+		want := 2000
+		if k < 2 {
+			want = 1000
+		}
+		if len(items) != want || !reflect.DeepEqual(items[0], map[string]any{"int": fmt.Sprint(1000 * (k + 1))}) {
+			t.Errorf("tail %d: %d items from %v, want %d from %d", k, len(items), items[0], want, 1000*(k+1))
+		}
+		if k+1 < len(starts) && end != starts[k+1] {
+			t.Errorf("tail %d ends at %d, want the next one's start %d", k, end, starts[k+1])
+		}
+		if err := d.memo.put(0, Value{Kind: KindNone}); !errors.Is(err, errSharedMemo) {
+			t.Errorf("tail %d stored into the shared memo: %v", k, err)
 		}
 	}
 }
@@ -125,7 +178,7 @@ func TestSpliceMemo(t *testing.T) {
 	if err := td.ScanTail(at(marks[1])); err != nil {
 		t.Fatal(err)
 	}
-	if _, end, err := td.DecodeTail(); err != nil {
+	if _, end, err := td.DecodeTail(nil); err != nil {
 		t.Fatal(err)
 	} else {
 		d := NewDecoder(bytes.NewReader(b), head, DefaultLimits)

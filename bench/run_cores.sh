@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# vramscope on 1, 2, 4, 8 and 16 cores: `vramscope analyze F` pinned with taskset
+# to the first c cores (Go sizes GOMAXPROCS from that CPU mask, and from the
+# cgroup's CPU quota), against Python's pickle.load with the GC off pinned the
+# same way, on a ~1 GB snapshot grown from the GPU-made seed. Every vramscope
+# run's output must be the 1-core run's, byte for byte (a row says "DIFFERS"
+# otherwise).
+#
+#   bench/run_cores.sh
+# Environment:
+#   FILE=path        time this snapshot instead of growing one
+#   SEED=path        seed to grow (default testdata/scenarios/out/bench_source/bench_source.pickle.gz)
+#   SIZE_MB=1000     size of the grown file
+#   CORES='1 2 4 8 16'  core counts (those above the machine's are skipped)
+#   RUNS=5           runs per row (medians reported)
+#   PY_CORES='2 16'  core counts Python is timed on; PY_CORES= skips it
+#   VS=path          a prebuilt vramscope binary instead of building bench/out/vramscope
+#   PYTHON=python3
+# Output: a Markdown table on stdout, also saved as bench/out/cores-<time>.md.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+OUT=$PWD/bench/out
+mkdir -p "$OUT"
+RUNS=${RUNS:-5}
+SIZE_MB=${SIZE_MB:-1000}
+CORES=${CORES:-1 2 4 8 16}
+PY_CORES=${PY_CORES-2 16}
+PYTHON=${PYTHON:-python3}
+NCPU=$(nproc --all)
+REPORT=$OUT/cores-$(date +%Y%m%d-%H%M%S).md
+exec > >(tee "$REPORT") 2>&1
+
+if [ -z "${VS:-}" ]; then
+  VS=$OUT/vramscope
+  go build -o "$VS" ./cmd/vramscope || { echo "error: go build failed"; exit 1; }
+fi
+if [ -z "${FILE:-}" ]; then
+  SEED=${SEED:-testdata/scenarios/out/bench_source/bench_source.pickle.gz}
+  FILE=$OUT/grown_$(basename "${SEED%%.*}")_per-rep_${SIZE_MB}mb.pickle
+  if [ ! -f "$FILE" ]; then
+    echo "Growing $FILE from $SEED (about 7 minutes of one core per GB) ..."
+    "$PYTHON" bench/grow_snapshot.py "$SEED" "$FILE" --size-mb "$SIZE_MB" >"$OUT/grow.log" 2>&1 ||
+      { echo "error: grow_snapshot.py failed:"; cat "$OUT/grow.log"; exit 1; }
+  fi
+fi
+SIZE=$(stat -c %s "$FILE")
+cat "$FILE" >/dev/null # warm the page cache: these are not disk numbers
+
+# pin C: the taskset prefix for the first C cores.
+pin() { echo "taskset -c 0-$(($1 - 1))"; }
+
+# measure NAME C CMD...: runs CMD RUNS times on C cores; sets WALL and RSS to
+# the medians (s, MB) and EXIT to the worst exit status; stdout goes to
+# $OUT/cores-NAME-C-RUN.out.
+measure() {
+  local name=$1 c=$2; shift 2
+  local walls=() rsss=() k t0 t1
+  EXIT=0
+  for k in $(seq "$RUNS"); do
+    t0=$(date +%s%N)
+    /usr/bin/time -f '%M' -o "$OUT/cores.time" $(pin "$c") "$@" >"$OUT/cores-$name-$c-$k.out" 2>"$OUT/cores-$name.err"
+    local rc=$?
+    t1=$(date +%s%N)
+    [ $rc -gt "$EXIT" ] && EXIT=$rc
+    walls+=("$(echo "($t1 - $t0) / 1000000000" | bc -l)")
+    rsss+=("$(echo "$(tail -1 "$OUT/cores.time") * 1024 / 1000000" | bc -l)")
+  done
+  WALL=$(printf '%s\n' "${walls[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+  RSS=$(printf '%s\n' "${rsss[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+}
+
+echo "# vramscope analyze by cores"
+echo
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $NCPU CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+echo "file: $FILE, $SIZE bytes; $RUNS runs per row, medians; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| command | cores | wall s | MB/s | peak RSS MB | RSS/file | vs Python on as many cores | output |"
+echo "|---|---:|---:|---:|---:|---:|---:|---|"
+declare -A PYWALL
+for c in $PY_CORES; do
+  [ "$c" -gt "$NCPU" ] && continue
+  measure python "$c" "$PYTHON" -c 'import gc, pickle, sys
+gc.disable()
+with open(sys.argv[1], "rb") as f:
+    pickle.load(f)' "$FILE"
+  PYWALL[$c]=$WALL
+  printf '| python pickle.load, gc off | %d | %.2f | %.0f | %.0f | %.2f | | exit %d |\n' "$c" "$WALL" \
+    "$(echo "$SIZE / 1000000 / $WALL" | bc -l)" "$RSS" "$(echo "$RSS * 1000000 / $SIZE" | bc -l)" "$EXIT"
+done
+REF=
+for c in $CORES; do
+  [ "$c" -gt "$NCPU" ] && continue
+  measure analyze "$c" "$VS" analyze "$FILE"
+  same=same
+  for k in $(seq "$RUNS"); do
+    [ -z "$REF" ] && REF=$OUT/cores-analyze-$c-1.out
+    cmp -s "$REF" "$OUT/cores-analyze-$c-$k.out" || same=DIFFERS
+  done
+  speedup=
+  [ -n "${PYWALL[$c]:-}" ] && speedup=$(printf '%.1fx' "$(echo "${PYWALL[$c]} / $WALL" | bc -l)")
+  printf '| vramscope analyze | %d | %.2f | %.0f | %.0f | %.2f | %s | %s, exit %d |\n' "$c" "$WALL" \
+    "$(echo "$SIZE / 1000000 / $WALL" | bc -l)" "$RSS" "$(echo "$RSS * 1000000 / $SIZE" | bc -l)" "$speedup" "$same" "$EXIT"
+done
+echo
+echo "Targets (issue 15): analyze <= 0.5 s on 16 cores and <= 2 s on 2; >= 6x Python on 2 cores, >= 15x on 16; peak RSS <= 0.5x the file."

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/vramscope/vramscope/inputs"
+	"github.com/vramscope/vramscope/internal/units"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// memoryGate lets snapshots be decoded at once while their estimated
+// memory fits max; one estimated at more than max runs alone. While they
+// load, it also keeps the garbage collector's soft memory limit at what
+// they hold live (heapFor), unless GOMEMLIMIT sets one: with its default
+// goal of twice the live heap the collector let analyze of the 996 MB
+// bench file reach 1010 MB; under the limit it peaks at 0.58 of the file
+// (bench/RESULTS.md).
+type memoryGate struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	free int64
+	max  int64
+	heap int64 // heapFor of the snapshots loading, with heapBase
+	// limit is the soft memory limit before the gate set one, or -1
+	// when the gate leaves it alone.
+	limit int64
+}
+
+// newMemoryGate returns a gate of max bytes that sets the memory limit if
+// limitHeap says to: only where nothing but the digests outlives a load
+// (report and serve keep views or snapshots, which the limit does not
+// count: the collector would run without end).
+func newMemoryGate(max int64, limitHeap bool) *memoryGate {
+	g := &memoryGate{free: max, max: max, heap: heapBase, limit: -1}
+	g.cond = sync.NewCond(&g.mu)
+	if limitHeap && os.Getenv("GOMEMLIMIT") == "" {
+		g.limit = debug.SetMemoryLimit(-1)
+	}
+	return g
+}
+
+// The memory limit is heapPerByte bytes per byte of the raw pickles
+// loading, plus heapBase for the rest of the process and the digests
+// kept. Analyze holds 0.48 bytes live per byte of the 996 MB bench file at
+// its peak (481 MB after a collection): a limit of 0.5 GiB kept its RSS at
+// 0.53 of the file for 47% more CPU time (the collector runs again and
+// again), one of 560 MiB at 0.58 for none.
+const (
+	heapPerByte = 0.5
+	heapBase    = 80 << 20
+)
+
+// heapFor is what loading a snapshot of raw bytes holds live, as the
+// memory limit counts it.
+func heapFor(raw int64) int64 { return int64(heapPerByte * float64(raw)) }
+
+// acquire waits until the estimate of in (at most max) is free, takes it
+// and returns what it took, for release.
+func (g *memoryGate) acquire(in inputs.Input) gateHold {
+	raw := rawSize(in.Path)
+	h := gateHold{est: min(memoryEstimate(raw), g.max)}
+	if raw > 0 {
+		h.heap = heapFor(raw)
+	}
+	g.take(h)
+	return h
+}
+
+// take waits until h.est is free and takes it.
+func (g *memoryGate) take(h gateHold) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.free < h.est {
+		g.cond.Wait()
+	}
+	g.free -= h.est
+	g.setHeap(h.heap)
+}
+
+// gateHold is what acquire took.
+type gateHold struct{ est, heap int64 }
+
+func (g *memoryGate) release(h gateHold) {
+	g.mu.Lock()
+	g.free += h.est
+	g.setHeap(-h.heap)
+	g.mu.Unlock()
+	g.cond.Broadcast()
+}
+
+// setHeap adds d to what the loading snapshots hold and sets the memory
+// limit to it; with none loading it restores the limit there was.
+func (g *memoryGate) setHeap(d int64) {
+	g.heap += d
+	switch {
+	case g.limit < 0:
+	case g.free == g.max:
+		debug.SetMemoryLimit(g.limit)
+	default:
+		debug.SetMemoryLimit(g.heap)
+	}
+}
+
+// Analyze's peak resident memory is about rssPerByte bytes per byte of the
+// raw pickle it decodes, plus rssBase: 1.01-1.11 without the gate's memory
+// limit on snapshots grown from the GPU-made bench seed (bench/RESULTS.md),
+// 0.58 with it; the estimate errs high, for a limit the collector cannot
+// keep.
+const (
+	rssPerByte = 1.2
+	rssBase    = 32 << 20
+)
+
+// memoryEstimate is what decoding and digesting a snapshot of raw bytes
+// will hold (rawSize); a stream of unknown size, raw < 0, gets all of the
+// budget.
+func memoryEstimate(raw int64) int64 {
+	if raw < 0 {
+		return 1 << 62
+	}
+	return int64(float64(raw)*rssPerByte) + rssBase
+}
+
+// rawSize is the size of the pickle in the file at path: a gzip file's is
+// in its trailer (modulo 4 GiB), a zstd file's is taken as 10 times the
+// file (snapshots compress 8-13x); -1 if it is unknown (a stream).
+func rawSize(path string) int64 {
+	if path == inputs.Stdin {
+		return -1
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return -1
+	}
+	size := st.Size()
+	magic := make([]byte, 4)
+	if n, _ := f.ReadAt(magic, 0); !snapshot.Compressed(magic[:n]) {
+		return size
+	}
+	if bytes.HasPrefix(magic, []byte{0x1f, 0x8b}) && size >= 18 {
+		var trailer [4]byte
+		if _, err := f.ReadAt(trailer[:], size-4); err == nil {
+			isize := int64(binary.LittleEndian.Uint32(trailer[:]))
+			for isize < size { // past 4 GiB the trailer wrapped
+				isize += 1 << 32
+			}
+			return isize
+		}
+	}
+	return 10 * size
+}
+
+// defaultMaxMemory is half the memory available now (MemAvailable in
+// /proc/meminfo), or 4 GiB where that cannot be read.
+func defaultMaxMemory() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var kb int64
+			if _, err := fmt.Sscanf(sc.Text(), "MemAvailable: %d kB", &kb); err == nil && kb > 0 {
+				return kb << 10 / 2
+			}
+		}
+	}
+	return 4 << 30
+}
+
+// loadProgress reports how many snapshots of how many bytes are loaded, and
+// at what rate: one line redrawn on a terminal, or with --progress
+// elsewhere a line per snapshot. It is quiet for a single snapshot on a
+// terminal, whose own bar shows it (load).
+type loadProgress struct {
+	w        io.Writer
+	redraw   bool // a terminal: one line, rewritten
+	mu       sync.Mutex
+	files    int
+	bytes    int64
+	loaded   int
+	loadedB  int64
+	start    time.Time
+	lastDraw time.Time
+}
+
+func newLoadProgress(stderr io.Writer, snaps []inputs.Input, always bool) *loadProgress {
+	f, ok := stderr.(*os.File)
+	tty := ok && term.IsTerminal(int(f.Fd()))
+	if !always && (!tty || len(snaps) < 2) {
+		return nil
+	}
+	p := &loadProgress{w: stderr, redraw: tty, files: len(snaps), start: time.Now()}
+	for _, in := range snaps {
+		if st, err := os.Stat(in.Path); err == nil {
+			p.bytes += st.Size()
+		}
+	}
+	return p
+}
+
+// done counts in as loaded (read or not).
+func (p *loadProgress) done(in inputs.Input) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loaded++
+	if st, err := os.Stat(in.Path); err == nil {
+		p.loadedB += st.Size()
+	}
+	now := time.Now()
+	if p.redraw && p.loaded < p.files && now.Sub(p.lastDraw) < 100*time.Millisecond {
+		return
+	}
+	p.lastDraw = now
+	line := p.line(now)
+	if p.redraw {
+		fmt.Fprintf(p.w, "\r%s\x1b[K", line)
+	} else {
+		fmt.Fprintf(p.w, "vramscope: %s (%s)\n", line, in)
+	}
+}
+
+// line is "12/64 snapshots, 3.20 GiB of 8.00 GiB, 410.00 MiB/s".
+func (p *loadProgress) line(now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "loaded %d/%d snapshots, %v of %v", p.loaded, p.files, units.Bytes(p.loadedB), units.Bytes(p.bytes))
+	if s := now.Sub(p.start).Seconds(); s > 0 {
+		fmt.Fprintf(&b, ", %v/s", units.Bytes(int64(float64(p.loadedB)/s)))
+	}
+	return b.String()
+}
+
+// finish ends a redrawn line.
+func (p *loadProgress) finish() {
+	if p != nil && p.redraw && p.loaded > 0 {
+		fmt.Fprintln(p.w)
+	}
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/vramscope/vramscope/inputs"
+)
+
+// The gate never lets more than its budget be held at once, and lets a
+// job estimated at more than all of it run alone.
+func TestMemoryGate(t *testing.T) {
+	g := newMemoryGate(100, false)
+	var held, most atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			n := gateHold{est: min(int64(10+i*7%150), g.max)}
+			g.take(n)
+			h := held.Add(n.est)
+			for m := most.Load(); h > m && !most.CompareAndSwap(m, h); m = most.Load() {
+			}
+			held.Add(-n.est)
+			g.release(n)
+		})
+	}
+	wg.Wait()
+	if most.Load() > 100 || most.Load() < 10 {
+		t.Errorf("at most %d held at once, want 10..100", most.Load())
+	}
+}
+
+// A gzip file's estimate comes from the raw size in its trailer.
+func TestRawSize(t *testing.T) {
+	path := "../../testdata/scenarios/out/bench_source/bench_source.pickle.gz"
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rawSize(path); got != n {
+		t.Errorf("raw size %d, want the %d bytes it decompresses to", got, n)
+	}
+	if got := rawSize("../../snapshot/testdata/format/default.pickle"); got != 22412 {
+		t.Errorf("a raw pickle's size: %d, want 22412", got)
+	}
+	if got := memoryEstimate(rawSize(inputs.Stdin)); got < 1<<40 {
+		t.Errorf("standard input is estimated at %d bytes, want all of any budget", got)
+	}
+}
+
+// runEnv makes the test binary, run as a child, run vramscope with the
+// arguments it holds, separated by newlines.
+const runEnv = "VRAMSCOPE_TEST_RUN"
+
+// Eight snapshots analyzed together, one at a time (--max-memory holds
+// one), peak at what one does plus the digests kept (some 4 MiB each for
+// the 26 MB seed: 60 MiB for one, 91 MiB for eight), not eight times
+// that; several at a time the output is the same, and --progress counts
+// them on stderr.
+func TestManySnapshotsFlatMemory(t *testing.T) {
+	if args := os.Getenv(runEnv); args != "" {
+		code, stdout, stderr := runCmd(strings.Split(args, "\n")...)
+		fmt.Print(stdout)
+		fmt.Fprint(os.Stderr, stderr)
+		os.Exit(code)
+	}
+	if testing.Short() {
+		t.Skip("child processes")
+	}
+	seed, err := filepath.Abs("../../testdata/scenarios/out/bench_source/bench_source.pickle.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, eight := t.TempDir(), t.TempDir()
+	if err := os.Symlink(seed, filepath.Join(one, "rank0.pickle.gz")); err != nil {
+		t.Fatal(err)
+	}
+	for r := range 8 {
+		if err := os.Symlink(seed, filepath.Join(eight, fmt.Sprintf("rank%d.pickle.gz", r))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	budget := fmt.Sprint(memoryEstimate(rawSize(seed)))
+	child := func(args ...string) (string, string, int64) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestManySnapshotsFlatMemory$")
+		cmd.Env = append(os.Environ(), runEnv+"="+strings.Join(args, "\n"))
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("vramscope %v: %v\n%s", args, err, errOut.String())
+		}
+		return out.String(), errOut.String(), cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	}
+	_, _, rss1 := child("analyze", "--json", "--max-memory", budget, one)
+	seq, progress, rss8 := child("analyze", "--json", "--progress", "--max-memory", budget, eight)
+	t.Logf("peak RSS: one snapshot %d MiB, eight one at a time %d MiB", rss1>>20, rss8>>20)
+	if rss8 > rss1*2 {
+		t.Errorf("eight snapshots one at a time peaked at %d MiB, one at %d MiB: want less than twice", rss8>>20, rss1>>20)
+	}
+	if !strings.Contains(progress, "loaded 8/8 snapshots") || strings.Count(progress, "loaded ") != 8 {
+		t.Errorf("--progress printed:\n%s\nwant a line per snapshot, the last 'loaded 8/8 snapshots'", progress)
+	}
+	par, _, _ := child("analyze", "--json", eight)
+	if par != seq {
+		t.Error("eight snapshots several at a time give another report than one at a time")
+	}
+}
