@@ -4,18 +4,8 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/vramscope/vramscope/allocator"
 	"github.com/vramscope/vramscope/snapshot"
 )
-
-// page is an expandable reservation's mapping unit: 2 MiB in the small
-// pool, the large segment size (20 MiB) in the large one.
-func (m *model) page(p allocator.Pool) uint64 {
-	if p == allocator.Small {
-		return allocator.SmallBuffer
-	}
-	return m.s.LargeSegment
-}
 
 func (m *model) addUnmapped(b *block) {
 	us := m.unmapped[b.seg.key]
@@ -87,7 +77,7 @@ func (m *model) findExpandable(key poolKey, size uint64) *block {
 // neighbours (kept in m.lastMapped). Pages are created one by one, so a
 // map that the device cannot hold fails whole.
 func (m *model) mapBlock(b *block, n uint64) failure {
-	page := m.page(b.seg.key.pool)
+	page := m.s.PageSize(b.seg.key.pool)
 	mapped := min((n+page-1)/page*page, b.size)
 	if why := m.room(mapped); why != fitted {
 		return why
@@ -115,7 +105,7 @@ func (m *model) mapBlock(b *block, n uint64) failure {
 // unmapBlock is unmap_block: unmap the whole pages inside the free block
 // b; the margins stay mapped and free.
 func (m *model) unmapBlock(b *block) {
-	page := m.page(b.seg.key.pool)
+	page := m.s.PageSize(b.seg.key.pool)
 	lo := (b.addr - b.seg.base + page - 1) / page * page
 	hi := (b.addr + b.size - b.seg.base) / page * page
 	if lo >= hi {
