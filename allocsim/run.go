@@ -60,6 +60,9 @@ type Stats struct {
 	DeviceAllocs    int // segment_alloc and segment_map
 	DeviceFrees     int // segment_free and segment_unmap
 	Retries         int // num_alloc_retries
+	// Start is reserved bytes before the first event: 0, or what the
+	// state a late trace starts from holds (Config.Initial).
+	Start uint64
 	// Reserved is reserved bytes after each device call: the simulated
 	// curve to draw beside the recorded one (Recorded.Reserved).
 	Reserved []Point
@@ -119,6 +122,7 @@ func Run(sn *snapshot.Snapshot, rec *Recorded, s allocator.Settings, cfg Config)
 	waiting := map[uint64]*block{} // freed by the caller, not yet completed
 	if cfg.Initial != nil {
 		live, waiting = m.seed(cfg.Initial)
+		m.stats.Start = m.reserved
 	}
 	n := tr.Len()
 	var held []*block // record_stream frees a recorded retry's sync completed

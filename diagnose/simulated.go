@@ -13,13 +13,25 @@ import (
 // analyze (vramscope simulate --recommend does it there on request).
 const maxSimulatedEvents = 1_000_000
 
-// simulateAdvice puts numbers on the advice of the OOM and fragmentation
-// findings: the setting the allocator model finds best for this trace
+// Advice is the setting the allocator model finds best for tl's trace
 // (allocsim.Advise tries expandable segments, empty_cache() at the ends of
 // the steps found, max_split_size_mb, garbage_collection_threshold and
 // roundup_power2_divisions) and what the run would have done under it.
-// Nothing changes where no candidate helps or the model cannot replay the
-// trace.
+// It is nil where no candidate helps, the model cannot replay the trace,
+// or the trace is longer than the advice of analyze replays.
+func Advice(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *allocsim.Advice {
+	if tl.Len() == 0 || tl.Trace.Len() > maxSimulatedEvents {
+		return nil
+	}
+	adv, err := allocsim.Advise(sn, tl.Device, DetectSteps(sn, tl, f).Ends(tl.Trace.Len()))
+	if err != nil {
+		return nil
+	}
+	return adv
+}
+
+// simulateAdvice puts the model's numbers on the advice of the OOM and
+// fragmentation findings (Advice). Nothing changes where there is none.
 func simulateAdvice(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, fs []Finding) {
 	var advised []int
 	for i, fd := range fs {
@@ -27,11 +39,11 @@ func simulateAdvice(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filt
 			advised = append(advised, i)
 		}
 	}
-	if len(advised) == 0 || tl.Trace.Len() > maxSimulatedEvents {
+	if len(advised) == 0 {
 		return
 	}
-	adv, err := allocsim.Advise(sn, tl.Device, DetectSteps(sn, tl, f).Ends(tl.Trace.Len()))
-	if err != nil || adv == nil {
+	adv := Advice(sn, tl, f)
+	if adv == nil {
 		return
 	}
 	for _, i := range advised {
