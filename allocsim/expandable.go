@@ -67,7 +67,7 @@ func (m *model) findExpandable(key poolKey, size uint64) *block {
 	}
 	base := m.addrs.next(snapshot.ActionSegmentMap, m.total, len(m.events))
 	seg := &segment{key: key, fs: m.freeSet(key), base: base, size: m.total, expandable: true}
-	b := &block{addr: base, size: m.total, seg: seg}
+	b := m.newBlock(block{addr: base, size: m.total, seg: seg})
 	m.addUnmapped(b)
 	return b
 }
@@ -84,7 +84,7 @@ func (m *model) mapBlock(b *block, n uint64) failure {
 	}
 	m.dropUnmapped(b)
 	if mapped < b.size {
-		rest := &block{addr: b.addr + mapped, size: b.size - mapped, seg: b.seg, prev: b, next: b.next}
+		rest := m.newBlock(block{addr: b.addr + mapped, size: b.size - mapped, seg: b.seg, prev: b, next: b.next})
 		if b.next != nil {
 			b.next.prev = rest
 		}
@@ -114,7 +114,7 @@ func (m *model) unmapBlock(b *block) {
 	start, n := b.seg.base+lo, hi-lo
 	b.seg.fs.remove(b)
 	if before := start - b.addr; before > 0 {
-		f := &block{addr: b.addr, size: before, seg: b.seg, prev: b.prev, next: b, mapped: true}
+		f := m.newBlock(block{addr: b.addr, size: before, seg: b.seg, prev: b.prev, next: b, mapped: true})
 		if b.prev != nil {
 			b.prev.next = f
 		}
@@ -122,7 +122,7 @@ func (m *model) unmapBlock(b *block) {
 		m.insertFree(f)
 	}
 	if after := b.addr + b.size - (start + n); after > 0 {
-		f := &block{addr: start + n, size: after, seg: b.seg, prev: b, next: b.next, mapped: true}
+		f := m.newBlock(block{addr: start + n, size: after, seg: b.seg, prev: b, next: b.next, mapped: true})
 		if b.next != nil {
 			b.next.prev = f
 		}

@@ -48,7 +48,7 @@ func (m *model) seed(st *replay.State) (live, waiting map[uint64]*block) {
 				m.allocated += b.size
 				live[b.addr] = b
 			case snapshot.ActivePendingFree:
-				b.pending = true
+				b.pending, b.waited = true, true
 				m.pending[b] = struct{}{}
 				waiting[b.addr] = b
 			default:
