@@ -255,6 +255,7 @@ type recorded struct {
 	emptyCalls   []int         // the same, in order
 	hasRequested bool
 	hasCompleted bool
+	hasStacks    bool // some alloc carries a stack (not context=None)
 	streams      map[snapshot.StreamID]bool
 	// lower and upper bound the cap the allocator ran under, from the
 	// device allocations that fitted and those that failed first (a release
@@ -300,6 +301,7 @@ func scan(sn *snapshot.Snapshot, device int, tr snapshot.Trace, s *allocator.Set
 			closeBurst(false)
 			lastBlockUS = e.TimeUS
 			r.streams[e.Stream] = true
+			r.hasStacks = r.hasStacks || e.Stack != snapshot.NoStack
 			alloc := s.SegmentSize(s.Round(e.Size))
 			if mapAt >= 0 {
 				r.lower = max(r.lower, uint64(mapAt)+alloc)

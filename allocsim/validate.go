@@ -204,6 +204,9 @@ func notes(sn *snapshot.Snapshot, rec *Recorded) []string {
 	if sn.Settings == nil {
 		n = append(n, "the snapshot records no allocator settings (torch before 2.3): replayed with the defaults")
 	}
+	if !rec.scan.hasStacks {
+		n = append(n, "the trace records no stacks (_record_memory_history(context=None)): the sizes, peaks and OOMs are predicted as with stacks, but an OOM's line cannot be named, and empty_cache() calls are told from the allocator's own releases only by where they fall")
+	}
 	switch {
 	case rec.StartReserved != 0 && rec.Initial != nil:
 		n = append(n, fmt.Sprintf("the trace starts after %d bytes were already reserved (recording started late or the ring buffer dropped the start): the model starts from the state rebuilt from the dump's segments and the trace, where the block sizes of allocations made before the trace are inferred and the extent of expandable reservations is unknown", rec.StartReserved))

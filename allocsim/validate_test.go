@@ -30,6 +30,7 @@ func TestValidateFixtures(t *testing.T) {
 		note        string // a note the validation must give
 	}{
 		{"snapshot/testdata/format/default.pickle", true, 9, 234881024, true, 0, "capacity taken as"},
+		{"snapshot/testdata/format/nocontext.pickle", true, 9, 234881024, true, 0, "records no stacks (_record_memory_history(context=None))"},
 		{"snapshot/testdata/format/expandable.pickle", true, 8, 216006656, true, 0, ""},
 		{"snapshot/testdata/format/unmap.pickle", true, 9, 167772160, false, 1, ""},
 		{"snapshot/testdata/format/fragoom.pickle", true, 57, 2107637760, true, 0, "a cap refused"},
@@ -78,6 +79,9 @@ func TestValidateFixtures(t *testing.T) {
 			}
 			if tc.note != "" && !strings.Contains(strings.Join(v.Notes, "\n"), tc.note) {
 				t.Errorf("notes %q lack %q", v.Notes, tc.note)
+			}
+			if stackless := strings.Contains(strings.Join(v.Notes, "\n"), "no stacks"); stackless != strings.Contains(tc.note, "no stacks") {
+				t.Errorf("notes %q: a note on missing stacks = %v", v.Notes, stackless)
 			}
 		})
 	}
