@@ -135,6 +135,10 @@ func Run(sn *snapshot.Snapshot, rec *Recorded, s allocator.Settings, cfg Config)
 			}
 		}
 		e := tr.At(i)
+		if e.Action != snapshot.ActionOOM && rec.private.holds(e.Addr) {
+			m.fixed(e, in.hasRequested)
+			continue
+		}
 		switch e.Action {
 		case snapshot.ActionAlloc, snapshot.ActionOOM:
 			b, why := m.malloc(e.Size, e.Stream)
