@@ -203,7 +203,7 @@ func Validate(sn *snapshot.Snapshot, rec *Recorded) (*Validation, *Result, error
 func notes(sn *snapshot.Snapshot, rec *Recorded) []string {
 	var n []string
 	if sn.Settings == nil {
-		n = append(n, "the snapshot records no allocator settings (torch before 2.3): replayed with the defaults")
+		n = append(n, "the snapshot records no allocator settings (torch before 2.3): the validation replays the defaults, so a run that set PYTORCH_CUDA_ALLOC_CONF diverges from it; the what-if applies --set over the defaults, so give the run's own settings there too")
 	}
 	if !rec.scan.hasStacks {
 		n = append(n, "the trace records no stacks (_record_memory_history(context=None)): the sizes, peaks and OOMs are predicted as with stacks, but an OOM's line cannot be named, and empty_cache() calls are told from the allocator's own releases only by where they fall")

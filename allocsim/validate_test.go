@@ -30,6 +30,7 @@ func TestValidateFixtures(t *testing.T) {
 		note        string // a note the validation must give
 	}{
 		{"snapshot/testdata/format/default.pickle", true, 9, 234881024, true, 0, "capacity taken as"},
+		{"snapshot/testdata/legacy/v2_0_history.pickle", true, 9, 234881024, true, 0, "no allocator settings (torch before 2.3)"},
 		{"snapshot/testdata/format/nocontext.pickle", true, 9, 234881024, true, 0, "records no stacks (_record_memory_history(context=None))"},
 		{"snapshot/testdata/format/expandable.pickle", true, 8, 216006656, true, 0, ""},
 		{"snapshot/testdata/format/unmap.pickle", true, 9, 167772160, false, 1, ""},
