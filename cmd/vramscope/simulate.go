@@ -355,6 +355,11 @@ func writeSimulateText(w io.Writer, r simulateReport) error {
 				fmt.Fprintf(&b, " of a %s cap", gib(x.Limit))
 			}
 			fmt.Fprintf(&b, " (%s)\n    at %s\n", x.Reason, x.Site)
+			for _, fr := range x.Stack {
+				if fr != x.Site {
+					fmt.Fprintf(&b, "      from %s\n", fr)
+				}
+			}
 		}
 		if len(d.Recommendations) > 0 {
 			fmt.Fprintf(&b, "  candidate fixes, best first (baseline: the recorded settings):\n")
