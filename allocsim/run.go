@@ -18,6 +18,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/vramscope/vramscope/allocator"
 	"github.com/vramscope/vramscope/replay"
@@ -339,7 +340,7 @@ func scan(sn *snapshot.Snapshot, device int, tr snapshot.Trace, s *allocator.Set
 			if burst == i {
 				byCall = endsStep(stepEnds, lastBlockUS, e.TimeUS)
 			}
-			byCall = byCall || inEmptyCache(sn, e.Stack)
+			byCall = byCall || CallsEmptyCache(sn, e.Stack)
 			cur -= int64(e.Size)
 			r.net -= int64(e.Size)
 			r.device = append(r.device, deviceEvent{Action: e.Action, Addr: e.Addr, Size: e.Size, At: i})
@@ -400,17 +401,18 @@ func endsStep(anns []int64, from, to int64) bool {
 	return i > 0 && anns[i-1] > 0 && anns[i-1] >= from
 }
 
-// inEmptyCache reports whether a stack passes through torch.cuda.empty_cache.
-func inEmptyCache(sn *snapshot.Snapshot, id snapshot.StackID) bool {
+// CallsEmptyCache reports whether stack id passes through
+// torch.cuda.empty_cache (torch/cuda/memory.py): a release of cached
+// memory that the program asked for, not one the allocator made itself to
+// retry a failed cudaMalloc. A release without a stack cannot tell.
+func CallsEmptyCache(sn *snapshot.Snapshot, id snapshot.StackID) bool {
 	if sn == nil || id == snapshot.NoStack || id == snapshot.EmptyStack {
 		return false
 	}
-	for _, f := range sn.Stack(id) {
-		if sn.Frames[f].Name == "empty_cache" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(sn.Stack(id), func(f snapshot.FrameID) bool {
+		fr := sn.Frames[f]
+		return fr.Name == "empty_cache" && strings.HasSuffix(strings.ReplaceAll(fr.Filename, `\`, "/"), "torch/cuda/memory.py")
+	})
 }
 
 // fresh hands out addresses that no segment had: ties between equal free

@@ -3,8 +3,8 @@ package diagnose
 import (
 	"cmp"
 	"slices"
-	"strings"
 
+	"github.com/vramscope/vramscope/allocsim"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -22,10 +22,7 @@ func lastEmptyCache(sn *snapshot.Snapshot, tr snapshot.Trace) int {
 		}
 		yes, ok := asked[e.Stack]
 		if !ok {
-			yes = slices.ContainsFunc(sn.Stack(e.Stack), func(id snapshot.FrameID) bool {
-				fr := sn.Frames[id]
-				return fr.Name == "empty_cache" && strings.HasSuffix(strings.ReplaceAll(fr.Filename, `\`, "/"), "torch/cuda/memory.py")
-			})
+			yes = allocsim.CallsEmptyCache(sn, e.Stack)
 			asked[e.Stack] = yes
 		}
 		if yes {
