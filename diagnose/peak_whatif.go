@@ -32,6 +32,17 @@ func lastEmptyCache(sn *snapshot.Snapshot, tr snapshot.Trace) int {
 	return last
 }
 
+// peaksSince are the reserved and allocated peaks after the program's
+// last torch.cuda.empty_cache() (lastEmptyCache), or of the whole trace
+// when it made none, with that call's event.
+func peaksSince(sn *snapshot.Snapshot, tl *replay.Timeline) (emptyCache int, reserved, allocated replay.Peak) {
+	emptyCache = lastEmptyCache(sn, tl.Trace)
+	if emptyCache < 0 {
+		return emptyCache, tl.Peak(replay.Reserved), tl.Peak(replay.Allocated)
+	}
+	return emptyCache, peakAfter(tl, replay.Reserved, emptyCache), peakAfter(tl, replay.Allocated, emptyCache)
+}
+
 // peakAfter is the first event after event e at which series m reaches its
 // maximum over the events after e; the value at e when none follows.
 func peakAfter(tl *replay.Timeline, m replay.Metric, e int) replay.Peak {

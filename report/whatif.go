@@ -43,6 +43,9 @@ type WhatIf struct {
 // whatIf is the WhatIf of tl on s's buckets; nil where the model has no
 // advice for the trace.
 func (b *Builder) whatIf(sn *snapshot.Snapshot, tl *replay.Timeline, s Series) *WhatIf {
+	if !diagnose.AdviceDue(sn, tl) {
+		return nil // no finding will advise a setting: keepAdvised would drop it
+	}
 	adv := diagnose.Advice(sn, tl, b.opts.Filter)
 	if adv == nil {
 		return nil
