@@ -99,6 +99,16 @@ func (s *Settings) SegmentSize(rounded uint64) uint64 {
 	return segmentSize(rounded, s.LargeSegment)
 }
 
+// PageSize is the granularity in which an expandable segment of pool p
+// maps and unmaps memory: kSmallBuffer in the small pool, the large
+// segment size (kLargeBuffer unless large_segment_size_mb) in the large.
+func (s *Settings) PageSize(p Pool) uint64 {
+	if p == Small {
+		return SmallBuffer
+	}
+	return s.LargeSegment
+}
+
 func segmentSize(rounded, largeBuffer uint64) uint64 {
 	switch {
 	case rounded <= SmallSize:

@@ -38,14 +38,22 @@ func TestRound(t *testing.T) {
 }
 
 func TestSegmentSize(t *testing.T) {
-	for _, tc := range []struct{ rounded, want uint64 }{
-		{512, 2 * MiB},
-		{MiB, 2 * MiB},
-		{MiB + 512, 20 * MiB},
-		{10*MiB - 512, 20 * MiB},
-		{10 * MiB, 10 * MiB},
-		{25 * MiB, 26 * MiB},
+	for _, tc := range []struct {
+		rounded uint64
+		pool    Pool
+		want    uint64
+	}{
+		{512, Small, 2 * MiB},
+		{MiB, Small, 2 * MiB},
+		{MiB + 512, Large, 20 * MiB},
+		{10*MiB - 512, Large, 20 * MiB},
+		{10 * MiB, Large, 10 * MiB},
+		{25 * MiB, Large, 26 * MiB},
+		{600 * MiB, Large, 600 * MiB},
 	} {
+		if got := PoolOf(tc.rounded); got != tc.pool {
+			t.Errorf("PoolOf(%d) = %v, want %v", tc.rounded, got, tc.pool)
+		}
 		if got := SegmentSize(tc.rounded); got != tc.want {
 			t.Errorf("SegmentSize(%d) = %d, want %d", tc.rounded, got, tc.want)
 		}
@@ -56,6 +64,16 @@ func TestSegmentSize(t *testing.T) {
 	}
 	if got := s.SegmentSize(2 * MiB); got != 64*MiB {
 		t.Errorf("large_segment_size_mb:64: SegmentSize(2 MiB) = %d, want 64 MiB", got)
+	}
+	def := Defaults()
+	for _, tc := range []struct {
+		s    *Settings
+		pool Pool
+		want uint64
+	}{{&def, Small, 2 * MiB}, {&def, Large, 20 * MiB}, {&s, Small, 2 * MiB}, {&s, Large, 64 * MiB}} {
+		if got := tc.s.PageSize(tc.pool); got != tc.want {
+			t.Errorf("%v: PageSize(%v) = %d, want %d", tc.s, tc.pool, got, tc.want)
+		}
 	}
 }
 

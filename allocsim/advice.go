@@ -28,13 +28,14 @@ func Advise(sn *snapshot.Snapshot, device int, stepEnds []int) (*Advice, error) 
 		return nil, err
 	}
 	cfg := Config{Limit: rec.Limit, Capacity: rec.Capacity, Initial: rec.Initial}
-	base, err := Run(sn, rec, rec.Settings, cfg)
+	base, outs, err := Recommend(sn, rec, cfg, stepEnds, Candidates(len(stepEnds) > 0, cfg.Limit > 0))
 	if err != nil {
 		return nil, err
 	}
-	outs := Recommend(sn, rec, cfg, stepEnds, base, Candidates(len(stepEnds) > 0, cfg.Limit > 0))
+	// A setting that runs out of memory is no advice, even when it gets
+	// less far (a lower peak) than the baseline.
 	best := outs[0]
-	if best.Err != nil || best.Result.OOM != nil && base.OOM != nil || best.Result.MaxReserved >= base.MaxReserved && (base.OOM == nil || best.Result.OOM != nil) {
+	if best.Err != nil || best.Result.OOM != nil || base.OOM == nil && best.Result.MaxReserved >= base.MaxReserved {
 		return nil, nil
 	}
 	a := &Advice{Baseline: base, Best: best}

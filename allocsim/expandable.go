@@ -4,18 +4,8 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/vramscope/vramscope/allocator"
 	"github.com/vramscope/vramscope/snapshot"
 )
-
-// page is an expandable reservation's mapping unit: 2 MiB in the small
-// pool, the large segment size (20 MiB) in the large one.
-func (m *model) page(p allocator.Pool) uint64 {
-	if p == allocator.Small {
-		return allocator.SmallBuffer
-	}
-	return m.s.LargeSegment
-}
 
 func (m *model) addUnmapped(b *block) {
 	us := m.unmapped[b.seg.key]
@@ -77,7 +67,7 @@ func (m *model) findExpandable(key poolKey, size uint64) *block {
 	}
 	base := m.addrs.next(snapshot.ActionSegmentMap, m.total, len(m.events))
 	seg := &segment{key: key, fs: m.freeSet(key), base: base, size: m.total, expandable: true}
-	b := &block{addr: base, size: m.total, seg: seg}
+	b := m.newBlock(block{addr: base, size: m.total, seg: seg})
 	m.addUnmapped(b)
 	return b
 }
@@ -87,14 +77,14 @@ func (m *model) findExpandable(key poolKey, size uint64) *block {
 // neighbours (kept in m.lastMapped). Pages are created one by one, so a
 // map that the device cannot hold fails whole.
 func (m *model) mapBlock(b *block, n uint64) failure {
-	page := m.page(b.seg.key.pool)
+	page := m.s.PageSize(b.seg.key.pool)
 	mapped := min((n+page-1)/page*page, b.size)
 	if why := m.room(mapped); why != fitted {
 		return why
 	}
 	m.dropUnmapped(b)
 	if mapped < b.size {
-		rest := &block{addr: b.addr + mapped, size: b.size - mapped, seg: b.seg, prev: b, next: b.next}
+		rest := m.newBlock(block{addr: b.addr + mapped, size: b.size - mapped, seg: b.seg, prev: b, next: b.next})
 		if b.next != nil {
 			b.next.prev = rest
 		}
@@ -115,7 +105,7 @@ func (m *model) mapBlock(b *block, n uint64) failure {
 // unmapBlock is unmap_block: unmap the whole pages inside the free block
 // b; the margins stay mapped and free.
 func (m *model) unmapBlock(b *block) {
-	page := m.page(b.seg.key.pool)
+	page := m.s.PageSize(b.seg.key.pool)
 	lo := (b.addr - b.seg.base + page - 1) / page * page
 	hi := (b.addr + b.size - b.seg.base) / page * page
 	if lo >= hi {
@@ -124,7 +114,7 @@ func (m *model) unmapBlock(b *block) {
 	start, n := b.seg.base+lo, hi-lo
 	b.seg.fs.remove(b)
 	if before := start - b.addr; before > 0 {
-		f := &block{addr: b.addr, size: before, seg: b.seg, prev: b.prev, next: b, mapped: true}
+		f := m.newBlock(block{addr: b.addr, size: before, seg: b.seg, prev: b.prev, next: b, mapped: true})
 		if b.prev != nil {
 			b.prev.next = f
 		}
@@ -132,7 +122,7 @@ func (m *model) unmapBlock(b *block) {
 		m.insertFree(f)
 	}
 	if after := b.addr + b.size - (start + n); after > 0 {
-		f := &block{addr: start + n, size: after, seg: b.seg, prev: b, next: b.next, mapped: true}
+		f := m.newBlock(block{addr: start + n, size: after, seg: b.seg, prev: b, next: b.next, mapped: true})
 		if b.next != nil {
 			b.next.prev = f
 		}

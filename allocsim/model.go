@@ -34,7 +34,7 @@ type model struct {
 	addrs    addresser
 	streamOf func(snapshot.StreamID) int64
 
-	free     map[poolKey]*freeSet
+	free     []poolSet            // a few: two pools per stream
 	unmapped map[poolKey][]*block // address order
 	gcCount  [2]uint64            // get_free_block calls per pool kind while GC acts
 	pending  map[*block]struct{}
@@ -44,11 +44,28 @@ type model struct {
 	at                  int // trace event being replayed
 	events              []deviceEvent
 	lastMapped          *block // the free block mapBlock left
+	// spare are blocks that a merge absorbed, for newBlock to reuse: a
+	// split and a merge per allocation would otherwise make a garbage
+	// block per request of the trace.
+	spare []*block
+}
+
+// newBlock is a block holding v, reusing a spare one when there is one.
+func (m *model) newBlock(v block) *block {
+	if n := len(m.spare); n > 0 {
+		b := m.spare[n-1]
+		m.spare = m.spare[:n-1]
+		*b = v
+		return b
+	}
+	b := new(block)
+	*b = v
+	return b
 }
 
 func newModel(s allocator.Settings, cfg Config, streamOf func(snapshot.StreamID) int64, addrs addresser) *model {
 	m := &model{s: s, limit: cfg.Limit, capacity: cfg.Capacity, addrs: addrs, streamOf: streamOf,
-		free: map[poolKey]*freeSet{}, unmapped: map[poolKey][]*block{}, pending: map[*block]struct{}{}}
+		unmapped: map[poolKey][]*block{}, pending: map[*block]struct{}{}}
 	m.total = 1 << 40
 	if cfg.DeviceMemory > 0 {
 		m.total = cfg.DeviceMemory / 8 * 9
@@ -58,11 +75,13 @@ func newModel(s allocator.Settings, cfg Config, streamOf func(snapshot.StreamID)
 }
 
 func (m *model) freeSet(k poolKey) *freeSet {
-	fs := m.free[k]
-	if fs == nil {
-		fs = &freeSet{}
-		m.free[k] = fs
+	for _, p := range m.free {
+		if p.key == k {
+			return p.fs
+		}
 	}
+	fs := &freeSet{}
+	m.free = append(m.free, poolSet{k, fs})
 	return fs
 }
 
@@ -114,7 +133,7 @@ func (m *model) malloc(n uint64, stream snapshot.StreamID) (*block, failure) {
 		}
 	}
 	if allocator.ShouldSplit(key.pool, m.s.Expandable, size, b.size, m.s.MaxSplit) {
-		rest := &block{addr: b.addr + size, size: b.size - size, seg: b.seg, prev: b, next: b.next, mapped: true}
+		rest := m.newBlock(block{addr: b.addr + size, size: b.size - size, seg: b.seg, prev: b, next: b.next, mapped: true})
 		if b.next != nil {
 			b.next.prev = rest
 		}
@@ -196,7 +215,7 @@ func (m *model) allocBlock(key poolKey, size, allocSize uint64) (*block, failure
 	addr := m.addrs.next(snapshot.ActionSegmentAlloc, allocSize, len(m.events))
 	seg := &segment{key: key, fs: m.freeSet(key), base: addr, size: allocSize}
 	m.emit(snapshot.ActionSegmentAlloc, addr, allocSize)
-	return &block{addr: addr, size: allocSize, seg: seg, mapped: true}, fitted
+	return m.newBlock(block{addr: addr, size: allocSize, seg: seg, mapped: true}), fitted
 }
 
 // releaseBlock is release_block: cudaFree of a whole free segment.
@@ -239,6 +258,10 @@ func (m *model) merge(dst, src *block) *block {
 		}
 	}
 	dst.size += src.size
+	if !src.waited {
+		*src = block{}
+		m.spare = append(m.spare, src)
+	}
 	return dst
 }
 
@@ -247,7 +270,7 @@ func (m *model) merge(dst, src *block) *block {
 func (m *model) release(b *block, deferred bool) {
 	m.allocated -= b.size
 	if deferred {
-		b.allocated, b.pending = false, true
+		b.allocated, b.pending, b.waited = false, true, true
 		m.pending[b] = struct{}{}
 		return
 	}
@@ -301,9 +324,9 @@ func (m *model) releaseCached() {
 	m.syncEvents()
 	for _, pool := range []allocator.Pool{allocator.Large, allocator.Small} {
 		var bs []*block
-		for k, fs := range m.free {
-			if k.pool == pool {
-				bs = append(bs, *fs...)
+		for _, p := range m.free {
+			if p.key.pool == pool {
+				bs = append(bs, *p.fs...)
 			}
 		}
 		slices.SortFunc(bs, func(a, b *block) int {
@@ -336,9 +359,9 @@ func (m *model) collect() {
 	age := func(b *block) uint64 { return m.gcCount[allocator.Large] - b.gcBase }
 	candidate := func(b *block) bool { return !b.split() && !b.seg.expandable }
 	var bs []*block
-	for k, fs := range m.free {
-		if k.pool == allocator.Large {
-			bs = append(bs, *fs...)
+	for _, p := range m.free {
+		if p.key.pool == allocator.Large {
+			bs = append(bs, *p.fs...)
 		}
 	}
 	slices.SortFunc(bs, func(a, b *block) int {

@@ -59,18 +59,24 @@ type Outcome struct {
 	Worse bool
 }
 
-// Recommend simulates every candidate on top of the recorded settings
-// and cfg, in parallel, and ranks them: those that avoid an OOM first,
-// then by reserved peak. stepEnds are the trace indices where a step ends.
-func Recommend(sn *snapshot.Snapshot, rec *Recorded, cfg Config, stepEnds []int, baseline *Result, cands []Candidate) []Outcome {
+// Recommend simulates the recorded settings (the baseline) and every
+// candidate on top of them under cfg, all at once, one goroutine each,
+// and ranks the candidates: those that avoid an OOM first, then by
+// reserved peak. stepEnds are the trace indices where a step ends.
+func Recommend(sn *snapshot.Snapshot, rec *Recorded, cfg Config, stepEnds []int, cands []Candidate) (*Result, []Outcome, error) {
 	out := make([]Outcome, len(cands))
-	var wg sync.WaitGroup
+	var (
+		baseline *Result
+		baseErr  error
+		wg       sync.WaitGroup
+	)
+	wg.Go(func() { baseline, baseErr = Run(sn, rec, rec.Settings, cfg) })
 	for i, c := range cands {
 		wg.Go(func() {
 			o := Outcome{Candidate: c, Settings: rec.Settings}
+			defer func() { out[i] = o }()
 			for _, kv := range c.Set {
 				if o.Err = o.Settings.SetPair(kv); o.Err != nil {
-					out[i] = o
 					return
 				}
 			}
@@ -79,13 +85,17 @@ func Recommend(sn *snapshot.Snapshot, rec *Recorded, cfg Config, stepEnds []int,
 				ccfg.EmptyCacheAt = slices.Concat(cfg.EmptyCacheAt, stepEnds)
 			}
 			o.Result, o.Err = Run(sn, rec, o.Settings, ccfg)
-			if o.Err == nil {
-				o.Worse = worse(o.Result, baseline)
-			}
-			out[i] = o
 		})
 	}
 	wg.Wait()
+	if baseErr != nil {
+		return nil, nil, fmt.Errorf("baseline: %w", baseErr)
+	}
+	for i := range out {
+		if out[i].Err == nil {
+			out[i].Worse = worse(out[i].Result, baseline)
+		}
+	}
 	slices.SortStableFunc(out, func(a, b Outcome) int {
 		if c := cmp.Compare(rank(a), rank(b)); c != 0 {
 			return c
@@ -95,7 +105,7 @@ func Recommend(sn *snapshot.Snapshot, rec *Recorded, cfg Config, stepEnds []int,
 		}
 		return cmp.Compare(a.Result.MaxReserved, b.Result.MaxReserved)
 	})
-	return out
+	return baseline, out, nil
 }
 
 // worse: r runs out of memory where the baseline did not, or sooner, or

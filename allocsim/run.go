@@ -18,6 +18,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/vramscope/vramscope/allocator"
 	"github.com/vramscope/vramscope/replay"
@@ -60,6 +61,9 @@ type Stats struct {
 	DeviceAllocs    int // segment_alloc and segment_map
 	DeviceFrees     int // segment_free and segment_unmap
 	Retries         int // num_alloc_retries
+	// Start is reserved bytes before the first event: 0, or what the
+	// state a late trace starts from holds (Config.Initial).
+	Start uint64
 	// Reserved is reserved bytes after each device call: the simulated
 	// curve to draw beside the recorded one (Recorded.Reserved).
 	Reserved []Point
@@ -119,6 +123,7 @@ func Run(sn *snapshot.Snapshot, rec *Recorded, s allocator.Settings, cfg Config)
 	waiting := map[uint64]*block{} // freed by the caller, not yet completed
 	if cfg.Initial != nil {
 		live, waiting = m.seed(cfg.Initial)
+		m.stats.Start = m.reserved
 	}
 	n := tr.Len()
 	var held []*block // record_stream frees a recorded retry's sync completed
@@ -131,6 +136,10 @@ func Run(sn *snapshot.Snapshot, rec *Recorded, s allocator.Settings, cfg Config)
 			}
 		}
 		e := tr.At(i)
+		if e.Action != snapshot.ActionOOM && rec.private.holds(e.Addr) {
+			m.fixed(e, in.hasRequested)
+			continue
+		}
 		switch e.Action {
 		case snapshot.ActionAlloc, snapshot.ActionOOM:
 			b, why := m.malloc(e.Size, e.Stream)
@@ -251,6 +260,7 @@ type recorded struct {
 	emptyCalls   []int         // the same, in order
 	hasRequested bool
 	hasCompleted bool
+	hasStacks    bool // some alloc carries a stack (not context=None)
 	streams      map[snapshot.StreamID]bool
 	// lower and upper bound the cap the allocator ran under, from the
 	// device allocations that fitted and those that failed first (a release
@@ -296,6 +306,7 @@ func scan(sn *snapshot.Snapshot, device int, tr snapshot.Trace, s *allocator.Set
 			closeBurst(false)
 			lastBlockUS = e.TimeUS
 			r.streams[e.Stream] = true
+			r.hasStacks = r.hasStacks || e.Stack != snapshot.NoStack
 			alloc := s.SegmentSize(s.Round(e.Size))
 			if mapAt >= 0 {
 				r.lower = max(r.lower, uint64(mapAt)+alloc)
@@ -329,7 +340,7 @@ func scan(sn *snapshot.Snapshot, device int, tr snapshot.Trace, s *allocator.Set
 			if burst == i {
 				byCall = endsStep(stepEnds, lastBlockUS, e.TimeUS)
 			}
-			byCall = byCall || inEmptyCache(sn, e.Stack)
+			byCall = byCall || CallsEmptyCache(sn, e.Stack)
 			cur -= int64(e.Size)
 			r.net -= int64(e.Size)
 			r.device = append(r.device, deviceEvent{Action: e.Action, Addr: e.Addr, Size: e.Size, At: i})
@@ -390,17 +401,18 @@ func endsStep(anns []int64, from, to int64) bool {
 	return i > 0 && anns[i-1] > 0 && anns[i-1] >= from
 }
 
-// inEmptyCache reports whether a stack passes through torch.cuda.empty_cache.
-func inEmptyCache(sn *snapshot.Snapshot, id snapshot.StackID) bool {
+// CallsEmptyCache reports whether stack id passes through
+// torch.cuda.empty_cache (torch/cuda/memory.py): a release of cached
+// memory that the program asked for, not one the allocator made itself to
+// retry a failed cudaMalloc. A release without a stack cannot tell.
+func CallsEmptyCache(sn *snapshot.Snapshot, id snapshot.StackID) bool {
 	if sn == nil || id == snapshot.NoStack || id == snapshot.EmptyStack {
 		return false
 	}
-	for _, f := range sn.Stack(id) {
-		if sn.Frames[f].Name == "empty_cache" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(sn.Stack(id), func(f snapshot.FrameID) bool {
+		fr := sn.Frames[f]
+		return fr.Name == "empty_cache" && strings.HasSuffix(strings.ReplaceAll(fr.Filename, `\`, "/"), "torch/cuda/memory.py")
+	})
 }
 
 // fresh hands out addresses that no segment had: ties between equal free

@@ -25,6 +25,12 @@ func initialState(sn *snapshot.Snapshot, device int) (*replay.State, error) {
 func (m *model) seed(st *replay.State) (live, waiting map[uint64]*block) {
 	live, waiting = map[uint64]*block{}, map[uint64]*block{}
 	for _, s := range st.Segments {
+		if !s.Pool.IsDefault() {
+			// A private pool's: fixed bytes (privatePools).
+			m.reserved += s.TotalSize
+			m.allocated += s.AllocatedSize
+			continue
+		}
 		pool := allocator.Large
 		if s.Type == snapshot.Small {
 			pool = allocator.Small
@@ -48,7 +54,7 @@ func (m *model) seed(st *replay.State) (live, waiting map[uint64]*block) {
 				m.allocated += b.size
 				live[b.addr] = b
 			case snapshot.ActivePendingFree:
-				b.pending = true
+				b.pending, b.waited = true, true
 				m.pending[b] = struct{}{}
 				waiting[b.addr] = b
 			default:

@@ -20,7 +20,11 @@ type block struct {
 	allocated  bool
 	pending    bool
 	mapped     bool
-	gcBase     uint64 // the pool's get_free_block count when it entered the free set
+	// waited: the block was pending once, so the replay's record of
+	// pending frees may still name it after it was freed; it is never
+	// recycled (model.newBlock).
+	waited bool
+	gcBase uint64 // the pool's get_free_block count when it entered the free set
 }
 
 func (b *block) split() bool { return b.prev != nil || b.next != nil }
@@ -43,6 +47,12 @@ type segment struct {
 type poolKey struct {
 	stream snapshot.StreamID
 	pool   allocator.Pool
+}
+
+// poolSet is the free set of one pool key.
+type poolSet struct {
+	key poolKey
+	fs  *freeSet
 }
 
 // freeSet is a pool's free mapped blocks of one stream, ordered as the

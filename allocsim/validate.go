@@ -34,6 +34,7 @@ type Recorded struct {
 	InitialErr error
 	trace      snapshot.Trace
 	scan       recorded
+	private    privatePools
 }
 
 // Record reads device's trace of sn.
@@ -63,7 +64,7 @@ func Record(sn *snapshot.Snapshot, device int) (*Recorded, error) {
 	start := max(final-net, 0)
 	in := scan(sn, device, tr, &s, start)
 	r := &Recorded{Device: device, Settings: s, trace: tr, scan: in, Streams: len(in.streams),
-		EmptyCaches: len(in.emptyCache), StartReserved: final - net}
+		EmptyCaches: len(in.emptyCache), StartReserved: final - net, private: findPrivatePools(sn, device)}
 	cur := start
 	r.MaxReserved = uint64(cur)
 	for _, d := range in.device {
@@ -202,7 +203,10 @@ func Validate(sn *snapshot.Snapshot, rec *Recorded) (*Validation, *Result, error
 func notes(sn *snapshot.Snapshot, rec *Recorded) []string {
 	var n []string
 	if sn.Settings == nil {
-		n = append(n, "the snapshot records no allocator settings (torch before 2.3): replayed with the defaults")
+		n = append(n, "the snapshot records no allocator settings (torch before 2.3): the validation replays the defaults, so a run that set PYTORCH_CUDA_ALLOC_CONF diverges from it; the what-if applies --set over the defaults, so give the run's own settings there too")
+	}
+	if !rec.scan.hasStacks {
+		n = append(n, "the trace records no stacks (_record_memory_history(context=None)): the sizes, peaks and OOMs are predicted as with stacks, but an OOM's line cannot be named, and empty_cache() calls are told from the allocator's own releases only by where they fall")
 	}
 	switch {
 	case rec.StartReserved != 0 && rec.Initial != nil:
@@ -213,14 +217,8 @@ func notes(sn *snapshot.Snapshot, rec *Recorded) []string {
 	if rec.Streams > 1 {
 		n = append(n, fmt.Sprintf("%d streams: frees that waited on record_stream events complete where the trace recorded them, which a what-if keeps although the GPU's timing could differ", rec.Streams))
 	}
-	var private uint64
-	for i := range sn.Segments {
-		if s := &sn.Segments[i]; s.Device == rec.Device && !s.Pool.IsDefault() {
-			private += s.TotalSize
-		}
-	}
-	if private > 0 {
-		n = append(n, fmt.Sprintf("%d bytes in CUDA graph or MemPool private pools at the dump: private pools are outside the model", private))
+	if private := rec.private.bytes(); private > 0 {
+		n = append(n, fmt.Sprintf("%d bytes in CUDA graph or MemPool private pools at the dump: private pools are outside the model, their segments and blocks replayed as fixed bytes where the trace recorded them (a private segment released before the dump is not known as one)", private))
 	}
 	if rec.Settings.GCThreshold > 0 && rec.Limit == 0 {
 		n = append(n, "garbage_collection_threshold acts only under set_per_process_memory_fraction, which the snapshot does not record: replayed as inactive")

@@ -6,18 +6,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vramscope/vramscope/allocator"
+	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/internal/units"
 
-	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
-)
-
-// Expandable segments map physical memory in pages of these sizes; only
-// whole free pages can be unmapped (research note 5.4).
-const (
-	smallPage = 2 << 20
-	largePage = 20 << 20
 )
 
 // FragReport splits one moment's reserved-but-unallocated memory by what
@@ -110,6 +104,7 @@ func Frag(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int,
 	r := &FragReport{Device: tl.Device, Index: i, When: when, Expandable: sn.Settings != nil && sn.Settings.ExpandableSegments}
 	classes := map[FreeClass]*FreeClass{}
 	pl := newPlacer(sn, tl, f)
+	settings := settingsOf(sn)
 	var created []sized
 	for s := range st.Segments {
 		seg := &st.Segments[s]
@@ -155,7 +150,7 @@ func Frag(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int,
 			created = append(created, sized{pl.stack(seg.Stack), seg.TotalSize})
 			continue
 		case seg.Expandable:
-			ps.Pages = wholePages(st, seg)
+			ps.Pages = wholePages(st, seg, &settings)
 			if ps.Pages > 0 {
 				r.FreePages += int64(ps.Pages)
 				r.FreePagesCount++
@@ -193,11 +188,12 @@ func Frag(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int,
 }
 
 // wholePages is the free memory of an expandable segment in pages that lie
-// entirely inside a free block: what empty_cache() can unmap.
-func wholePages(st *replay.State, seg *snapshot.Segment) uint64 {
-	page := uint64(largePage)
+// entirely inside a free block: what empty_cache() can unmap (only whole
+// pages are unmapped, research note 5.4).
+func wholePages(st *replay.State, seg *snapshot.Segment, s *allocator.Settings) uint64 {
+	page := s.PageSize(allocator.Large)
 	if seg.Type == snapshot.Small {
-		page = smallPage
+		page = s.PageSize(allocator.Small)
 	}
 	var n uint64
 	for _, b := range st.Blocks[seg.FirstBlock : seg.FirstBlock+seg.NumBlocks] {

@@ -5,40 +5,22 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/vramscope/vramscope/allocator"
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/internal/units"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
-// Allocator size classes (c10/cuda/CUDACachingAllocator.cpp, research note
-// 5.1).
-const (
-	smallSize     = 1 << 20  // kSmallSize: requests up to it use the small pool
-	smallBuffer   = 2 << 20  // kSmallBuffer: a small-pool segment
-	minLargeAlloc = 10 << 20 // kMinLargeAlloc: below it a large request gets a 20 MiB segment
-	largeBuffer   = 20 << 20 // kLargeBuffer
-	roundLarge    = 2 << 20  // kRoundLarge: larger segments are rounded to it
-)
-
-// SizeClass is the pool a request of rounded size r is served from.
-func SizeClass(r uint64) snapshot.SegmentType {
-	if r <= smallSize {
-		return snapshot.Small
+// settingsOf is the allocator settings sn recorded, which decide the
+// rounding, the segment sizes and the expandable pages (package allocator
+// holds the rules); the defaults when they do not parse.
+func settingsOf(sn *snapshot.Snapshot) allocator.Settings {
+	s, err := allocator.FromSnapshot(sn.Settings)
+	if err != nil {
+		return allocator.Defaults()
 	}
-	return snapshot.Large
-}
-
-// SegmentSize is the cudaMalloc size the allocator asks for when no cached
-// block serves a request of rounded size r (get_allocation_size).
-func SegmentSize(r uint64) uint64 {
-	switch {
-	case r <= smallSize:
-		return smallBuffer
-	case r < minLargeAlloc:
-		return largeBuffer
-	}
-	return (r + roundLarge - 1) / roundLarge * roundLarge
+	return s
 }
 
 // OOMReport explains one failed allocation of a trace.
@@ -47,7 +29,7 @@ type OOMReport struct {
 	Index  int // the oom event
 	TimeUS int64
 	// Request is the oom event's size; Rounded is it rounded as the
-	// allocator rounds (equal for the 512-B multiples torch records).
+	// allocator rounds under the recorded settings.
 	Request, Rounded uint64
 	Class            snapshot.SegmentType // the pool the request belongs to
 	SegmentSize      uint64               // what cudaMalloc was asked for
@@ -116,15 +98,19 @@ func OOM(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int) 
 	if err != nil {
 		return nil, err
 	}
+	s := settingsOf(sn)
 	r := &OOMReport{
 		Device: tl.Device, Index: i, TimeUS: e.TimeUS,
-		Request: e.Size, Rounded: replay.RoundSize(e.Size), Stream: e.Stream, DeviceFree: e.Addr,
+		Request: e.Size, Rounded: s.Round(e.Size), Stream: e.Stream, DeviceFree: e.Addr,
 		Site: f.Site(sn, e.Stack), Stack: f.UserFrames(sn, e.Stack, stackDepth),
 		Frag: frag,
 		Live: groupBySite(sn, tl, f, allocatedAt(tl, i)),
 	}
-	r.Class = SizeClass(r.Rounded)
-	r.SegmentSize = SegmentSize(r.Rounded)
+	r.Class = snapshot.Large
+	if allocator.PoolOf(r.Rounded) == allocator.Small {
+		r.Class = snapshot.Small
+	}
+	r.SegmentSize = s.SegmentSize(r.Rounded)
 	r.FractionLimited = r.DeviceFree >= r.SegmentSize
 	r.Expandable = sn.Settings != nil && sn.Settings.ExpandableSegments
 	var maxSplit uint64

@@ -12,27 +12,6 @@ import (
 	"github.com/vramscope/vramscope/snapshot"
 )
 
-func TestSegmentSize(t *testing.T) {
-	tests := []struct {
-		rounded uint64
-		class   snapshot.SegmentType
-		segment uint64
-	}{
-		{512, snapshot.Small, 2 << 20},
-		{1 << 20, snapshot.Small, 2 << 20},
-		{1<<20 + 512, snapshot.Large, 20 << 20},
-		{10<<20 - 512, snapshot.Large, 20 << 20},
-		{10 << 20, snapshot.Large, 10 << 20},
-		{25 << 20, snapshot.Large, 26 << 20},
-		{629145600, snapshot.Large, 629145600},
-	}
-	for _, tt := range tests {
-		if c, s := SizeClass(tt.rounded), SegmentSize(tt.rounded); c != tt.class || s != tt.segment {
-			t.Errorf("%d: %v pool, %d segment; want %v, %d", tt.rounded, c, s, tt.class, tt.segment)
-		}
-	}
-}
-
 // within reports whether got matches a size torch printed with two
 // decimals (memlog's precision: half a unit of the last decimal).
 func within(got int64, printed units.Bytes) bool {

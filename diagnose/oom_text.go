@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vramscope/vramscope/allocator"
 	"github.com/vramscope/vramscope/internal/units"
 )
 
@@ -567,9 +568,9 @@ func (o oomFacts) advice(x Cause) string {
 // segmentMeaning says what request a segment size implies.
 func segmentMeaning(seg uint64) string {
 	switch seg {
-	case smallBuffer:
+	case allocator.SmallBuffer:
 		return "a request of at most 1 MiB, for the small pool"
-	case largeBuffer:
+	case allocator.LargeBuffer:
 		return "a request between 1 and 10 MiB, or of 20 MiB"
 	}
 	return "a request of about that size, rounded up to 2 MiB"

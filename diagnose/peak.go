@@ -104,12 +104,7 @@ func Peak(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *PeakR
 		r.Place = pl.event(i)
 		r.Site = r.Place.Site
 	}
-	r.EmptyCache = lastEmptyCache(sn, tl.Trace)
-	r.ReservedSince, r.AllocatedSince = r.Reserved, r.Allocated
-	if r.EmptyCache >= 0 {
-		r.ReservedSince = peakAfter(tl, replay.Reserved, r.EmptyCache)
-		r.AllocatedSince = peakAfter(tl, replay.Allocated, r.EmptyCache)
-	}
+	r.EmptyCache, r.ReservedSince, r.AllocatedSince = peaksSince(sn, tl)
 	r.ReservedSite = callsite.Site{Depth: -1, Reason: "the reserved peak is the state before recording started, so no stack says who reserved it"}
 	if i := r.ReservedSince.Index; i >= 0 {
 		id := tl.Trace.At(i).Stack

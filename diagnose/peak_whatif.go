@@ -3,8 +3,8 @@ package diagnose
 import (
 	"cmp"
 	"slices"
-	"strings"
 
+	"github.com/vramscope/vramscope/allocsim"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -22,10 +22,7 @@ func lastEmptyCache(sn *snapshot.Snapshot, tr snapshot.Trace) int {
 		}
 		yes, ok := asked[e.Stack]
 		if !ok {
-			yes = slices.ContainsFunc(sn.Stack(e.Stack), func(id snapshot.FrameID) bool {
-				fr := sn.Frames[id]
-				return fr.Name == "empty_cache" && strings.HasSuffix(strings.ReplaceAll(fr.Filename, `\`, "/"), "torch/cuda/memory.py")
-			})
+			yes = allocsim.CallsEmptyCache(sn, e.Stack)
 			asked[e.Stack] = yes
 		}
 		if yes {
@@ -33,6 +30,17 @@ func lastEmptyCache(sn *snapshot.Snapshot, tr snapshot.Trace) int {
 		}
 	}
 	return last
+}
+
+// peaksSince are the reserved and allocated peaks after the program's
+// last torch.cuda.empty_cache() (lastEmptyCache), or of the whole trace
+// when it made none, with that call's event.
+func peaksSince(sn *snapshot.Snapshot, tl *replay.Timeline) (emptyCache int, reserved, allocated replay.Peak) {
+	emptyCache = lastEmptyCache(sn, tl.Trace)
+	if emptyCache < 0 {
+		return emptyCache, tl.Peak(replay.Reserved), tl.Peak(replay.Allocated)
+	}
+	return emptyCache, peakAfter(tl, replay.Reserved, emptyCache), peakAfter(tl, replay.Allocated, emptyCache)
 }
 
 // peakAfter is the first event after event e at which series m reaches its

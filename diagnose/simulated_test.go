@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,5 +50,56 @@ func TestSimulatedAdvice(t *testing.T) {
 				t.Errorf("no %s finding", tt.kind)
 			}
 		})
+	}
+}
+
+// TestAdviceDue: on every fixture, each device with an OOM or
+// fragmentation finding passes AdviceDue (it is what lets the report skip
+// the model's replays on the others), and some devices do not.
+func TestAdviceDue(t *testing.T) {
+	f := testFilter(t)
+	var due, advised, skipped int
+	for _, file := range fixtureFiles(t) {
+		sn, tls := replayFile(t, file)
+		for _, tl := range tls {
+			if tl.Len() == 0 {
+				continue
+			}
+			r, err := Explain(sn, tl, f)
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			wants := slices.ContainsFunc(r.Findings, func(fd Finding) bool { return fd.Kind == KindOOM || fd.Kind == KindFragmentation })
+			ok := AdviceDue(sn, tl)
+			if wants && !ok {
+				t.Errorf("%s cuda:%d: an OOM or fragmentation finding, but AdviceDue is false", file, tl.Device)
+			}
+			switch {
+			case !ok:
+				skipped++
+			case wants:
+				advised++
+			default:
+				due++
+			}
+		}
+	}
+	t.Logf("%d devices with OOM or fragmentation findings, %d more pass AdviceDue, %d skipped", advised, due, skipped)
+	if skipped == 0 || advised == 0 {
+		t.Errorf("AdviceDue passed %d devices with findings and skipped %d: it tells nothing apart", advised, skipped)
+	}
+}
+
+// TestAdviceKept: the report's builder and the analyzer ask for the same
+// snapshot's advice; the dozen replays behind it run once.
+func TestAdviceKept(t *testing.T) {
+	sn, tl := stepsScenario(t, filepath.Join(scenarioDir, "frag_oom/frag_oom.pickle.gz"))
+	f := testFilter(t)
+	a, b := Advice(sn, tl, f), Advice(sn, tl, f)
+	if a == nil || a != b {
+		t.Fatalf("advice %p, then %p: want the same, computed once", a, b)
+	}
+	if a.Best.Name != "expandable_segments:True" {
+		t.Errorf("best setting %s, want expandable_segments:True", a.Best.Name)
 	}
 }

@@ -116,6 +116,7 @@ func (b *Builder) device(sn *snapshot.Snapshot, tl *replay.Timeline) (DeviceView
 		Caveats: []string{},
 	}
 	dv.Markers = b.markers(sn, tl, dv.Series)
+	dv.WhatIf = b.whatIf(sn, tl, dv.Series)
 	for _, c := range tl.Caveats {
 		dv.Caveats = append(dv.Caveats, c.String())
 	}
@@ -166,6 +167,7 @@ func (b *Builder) Finish(rep *analyze.Report) *Payload {
 				views = append(views, v)
 			}
 		}
+		keepAdvised(&pr)
 		leaks := leakSites(rp.Findings)
 		pr.Sites = siteSeries(views, leaks)
 		if n := len(views); n > 0 && len(leaks) > 0 {

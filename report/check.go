@@ -63,6 +63,7 @@ func (dv DeviceView) check() []error {
 			errs = append(errs, fmt.Errorf("timeline column %s has %d buckets, x has %d", col.name, col.n, n))
 		}
 	}
+	errs = append(errs, dv.WhatIf.check(n, dv.Events)...)
 	for _, m := range dv.Markers {
 		if m.Event < 0 || m.Event >= dv.Events {
 			errs = append(errs, fmt.Errorf("%s marker at event %d of %d", m.Kind, m.Event, dv.Events))

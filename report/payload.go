@@ -66,6 +66,10 @@ type DeviceView struct {
 	Flames []Flame `json:"flames"`
 	// Caveats say what limited the replay.
 	Caveats []string `json:"caveats"`
+	// WhatIf is the reserved bytes the allocator model predicts under the
+	// setting that the device's OOM or fragmentation findings advise; nil
+	// without such advice.
+	WhatIf *WhatIf `json:"whatif"`
 }
 
 // Series is a device's usage over its trace, downsampled to buckets of

@@ -5,7 +5,7 @@
 // diffs on demand). It only draws what the Go side computed, normalized
 // by model.js; each process draws on its own, so that one that fails
 // leaves the others on the page.
-/* global uPlot, d3, flamegraph, drawAllocState, normalizePayload, normalizeState, normalizeFlame, normalizeDiff */
+/* global uPlot, d3, flamegraph, drawAllocState, drawWhatIf, normalizePayload, normalizeState, normalizeFlame, normalizeDiff */
 "use strict";
 
 const drawn = { timeline: 0, state: 0, flame: 0, sites: 0 };
@@ -215,7 +215,8 @@ function deviceView(body, pr, sv, dv, firstState) {
   const tl = el("div", "timeline");
   const stateBox = el("div", "state");
   const flameBox = el("div", "flame");
-  body.append(el("h3", "", "Memory over time"), tl);
+  const whatIfBox = el("div", "whatif");
+  body.append(el("h3", "", "Memory over time"), tl, whatIfBox);
   if (dv.caveats.length) body.appendChild(el("ul", "notes", dv.caveats.map((c) => `<li>${esc(c)}</li>`).join("")));
   const first = Math.max(0, dv.states.findIndex((st) => st.label === firstState));
   const stateTabs = tabs(dv.states, (st) => st.label, (st) => { drawn.state += drawAllocState(stateBox, st) ? 1 : 0; }, first);
@@ -233,6 +234,7 @@ function deviceView(body, pr, sv, dv, firstState) {
       drawFlame(flameBox, fl);
     };
     drawTimeline(tl, dv, pick);
+    if (dv.whatif) drawWhatIf(whatIfBox, dv);
     // ?at=SNAPSHOT:DEVICE:EVENT opens the served UI at that moment, so a
     // link can point a colleague at it.
     const at = linkedMoment();

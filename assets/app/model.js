@@ -4,6 +4,7 @@
 // where the file had nothing (a finding without a place, a snapshot
 // without segments or trace, a field a newer or older vramscope did not
 // write). The drawing code then reads it as it is, without checks.
+/* global normalizeWhatIf */
 /* exported normalizePayload, normalizeState, normalizeFlame, normalizeDiff */
 "use strict";
 
@@ -104,6 +105,7 @@ function normalizeDevice(raw) {
     states: arr(dv.states).map(normalizeState),
     flames: arr(dv.flames).map(normalizeFlame),
     caveats: arr(dv.caveats).map((c) => str(c)),
+    whatif: x.length ? normalizeWhatIf(dv.whatif, x.length) : null,
   };
 }
 

@@ -275,11 +275,29 @@ func payloadOf(t *testing.T, paths ...string) *report.Payload {
 
 func TestBrowserServe(t *testing.T) {
 	ensureChromium(t)
+	base := startServe(t, sample)
+	// The last snapshot of the sample (id 2) at event 150, and the diff
+	// of the first and the last: what a click and two picks would show.
+	url := base + "?at=2:0:150&diff=0,2"
+	dom := chromium(t, url, "1000", "--dump-dom")
+	checkPage(t, dom, "leak", 1, map[string]int{"timeline": 1, "state": 1, "flame": 1})
+	for _, want := range []string{"event 150: ", "<th>change</th>"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("served UI lacks %q: the on-demand state or diff did not load", want)
+		}
+	}
+	screenshot(t, url, "serve.png")
+}
+
+// startServe runs vramscope serve on args on a free loopback port until
+// the test ends, and returns its address once the inputs are loaded.
+func startServe(t *testing.T, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int)
 	go func() {
-		done <- run(ctx, io.Discard, pw, []string{"serve", "--addr", "127.0.0.1:0", sample})
+		done <- run(ctx, io.Discard, pw, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...))
 		pw.Close()
 	}()
 	t.Cleanup(func() {
@@ -304,17 +322,7 @@ func TestBrowserServe(t *testing.T) {
 		t.Errorf("serve bound to %s, want loopback", base)
 	}
 	waitReady(t, base)
-	// The last snapshot of the sample (id 2) at event 150, and the diff
-	// of the first and the last: what a click and two picks would show.
-	url := base + "?at=2:0:150&diff=0,2"
-	dom := chromium(t, url, "1000", "--dump-dom")
-	checkPage(t, dom, "leak", 1, map[string]int{"timeline": 1, "state": 1, "flame": 1})
-	for _, want := range []string{"event 150: ", "<th>change</th>"} {
-		if !strings.Contains(dom, want) {
-			t.Errorf("served UI lacks %q: the on-demand state or diff did not load", want)
-		}
-	}
-	screenshot(t, url, "serve.png")
+	return base
 }
 
 // waitReady polls /api/status until the inputs are loaded.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/vramscope/vramscope/allocsim"
@@ -201,18 +202,6 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 	case fl.fraction > 0:
 		cfg.Limit = uint64(fl.fraction * float64(fl.deviceMemory.Bytes))
 	}
-	// The validation and the simulation are independent replays: on two
-	// cores, simulating costs about one replay more than decoding.
-	var (
-		v    *allocsim.Validation
-		vres *allocsim.Result
-		verr error
-		done = make(chan struct{})
-	)
-	go func() {
-		v, vres, verr = allocsim.Validate(sn, rec)
-		close(done)
-	}()
 	var stepEnds []int // found only when asked for: step detection reads the whole trace
 	if fl.emptyCacheAfter == "step" || fl.recommend {
 		stepEnds = traceStepEnds(sn, d, filter)
@@ -223,13 +212,35 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 	case re != nil:
 		cfg.EmptyCacheAt = allocsim.AnnotationEnds(sn, d, re)
 	}
-	res, err := allocsim.Run(sn, rec, s, cfg)
-	<-done
-	if verr != nil {
-		return simulateDevice{}, fmt.Errorf("device %d: validation: %w", d, verr)
+	// The validation, the simulation and --recommend's baseline and
+	// candidates are independent replays of the trace: they run at once,
+	// so that on enough cores simulating costs one replay after the decode.
+	var (
+		wg         sync.WaitGroup
+		v          *allocsim.Validation
+		vres, res  *allocsim.Result
+		verr, rerr error
+		baseline   *allocsim.Result
+		outcomes   []allocsim.Outcome
+	)
+	wg.Go(func() { v, vres, verr = allocsim.Validate(sn, rec) })
+	if fl.recommend {
+		// The candidates go over the recorded settings and the cap in
+		// force, without the --set and --empty-cache-after of this run.
+		base := allocsim.Config{Limit: cfg.Limit, Capacity: cfg.Capacity, DeviceMemory: cfg.DeviceMemory, Initial: cfg.Initial}
+		wg.Go(func() {
+			baseline, outcomes, rerr = allocsim.Recommend(sn, rec, base, stepEnds, allocsim.Candidates(len(stepEnds) > 0, cfg.Limit > 0))
+		})
 	}
-	if err != nil {
+	res, err = allocsim.Run(sn, rec, s, cfg)
+	wg.Wait()
+	switch {
+	case verr != nil:
+		return simulateDevice{}, fmt.Errorf("device %d: validation: %w", d, verr)
+	case err != nil:
 		return simulateDevice{}, fmt.Errorf("device %d: %w", d, err)
+	case rerr != nil:
+		return simulateDevice{}, fmt.Errorf("device %d: --recommend: %w", d, rerr)
 	}
 	sd := simulateDevice{Device: d, Validation: v, RecordedConf: rec.Settings.String(), SimulatedConf: s.String(),
 		EmptyCacheAt: cfg.EmptyCacheAt, LimitBytes: cfg.Limit}
@@ -239,13 +250,8 @@ func simulateDeviceRun(sn *snapshot.Snapshot, d int, fl simulateFlags, re *regex
 	sd.Recorded = recordedRun(sn, rec, vres, filter)
 	sd.Predicted = simRunOf(sn, res, filter)
 	if fl.recommend {
-		base := allocsim.Config{Limit: cfg.Limit, Capacity: cfg.Capacity, DeviceMemory: cfg.DeviceMemory, Initial: cfg.Initial}
-		baseline, err := allocsim.Run(sn, rec, rec.Settings, base)
-		if err != nil {
-			return sd, err
-		}
 		sd.baselineOOM = baseline.OOM != nil
-		for _, o := range allocsim.Recommend(sn, rec, base, stepEnds, baseline, allocsim.Candidates(len(stepEnds) > 0, cfg.Limit > 0)) {
+		for _, o := range outcomes {
 			r := simRecommendation{Name: o.Name, Settings: o.Settings.String(), EmptyCache: o.EmptyCacheSteps, Worse: o.Worse}
 			if o.Err != nil {
 				r.Error = o.Err.Error()
@@ -349,6 +355,11 @@ func writeSimulateText(w io.Writer, r simulateReport) error {
 				fmt.Fprintf(&b, " of a %s cap", gib(x.Limit))
 			}
 			fmt.Fprintf(&b, " (%s)\n    at %s\n", x.Reason, x.Site)
+			for _, fr := range x.Stack {
+				if fr != x.Site {
+					fmt.Fprintf(&b, "      from %s\n", fr)
+				}
+			}
 		}
 		if len(d.Recommendations) > 0 {
 			fmt.Fprintf(&b, "  candidate fixes, best first (baseline: the recorded settings):\n")

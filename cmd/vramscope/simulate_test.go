@@ -97,3 +97,22 @@ func TestSimulateWithoutRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateText: the side-by-side table names where each run ran out
+// of memory, with the request's stack.
+func TestSimulateText(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), &out, &errb, []string{"simulate", "--set", "max_split_size_mb:256", "../../testdata/scenarios/out/frag_oom/frag_oom.pickle.gz"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{
+		"validation: exact",
+		"settings                 (defaults)             max_split_size_mb:256",
+		"recorded OOM: 600.00 MiB requested (600.00 MiB rounded, cudaMalloc 600.00 MiB) with 2.50 GiB reserved of a 3.09 GiB cap (memory fraction)",
+		"    at allocate_logits_workspace (/work/main/testdata/scenarios/frag_oom.py:57)\n      from main (/work/main/testdata/scenarios/frag_oom.py:74)\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
