@@ -58,8 +58,8 @@ func TestServingLogTrend(t *testing.T) {
 		verdict Verdict
 		onset   string
 	}{
-		{"sglang05_heavy_leak", Leak, "2026-03-02 09:22:29"},
-		{"vllm_abort_leak", Leak, "03-02 08:52:36"},
+		{"sglang05_heavy_leak", Leak, "2026-03-02 08:22:29"},
+		{"vllm_abort_leak", Leak, "03-02 08:37:36"},
 		{"sglang04_heavy_healthy", Healthy, ""},
 		{"vllm_daily_healthy", Healthy, ""},
 	}

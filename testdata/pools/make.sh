@@ -14,3 +14,4 @@ sim sglang04_heavy_healthy    --engine sglang-0.4 --prefix dp   --load heavy  --
 sim sglang05_bursty_healthy   --engine sglang-0.5 --prefix tp   --load bursty --hours 6
 sim sglang05_daily_healthy    --engine sglang-0.5 --prefix none --load daily  --hours 24 --log-every 15 --idle-check off
 sim vllm_daily_healthy        --engine vllm                     --load daily  --hours 12
+sim sglang05_dp_busy_leak     --engine sglang-0.5 --prefix dp   --load daily  --hours 6 --period 6 --ranks 4 --bug --bug-rate 0.02 --log-every 5 --idle-check off
