@@ -49,7 +49,7 @@ func poolFinding(in inputs.Input, l *pools.Log, lk pools.Leak) diagnose.Finding 
 		"leaked_tokens":   lk.Leaked,
 		"leaked_fraction": round2(frac),
 		"source":          in.String(),
-		"samples":         len(l.Samples),
+		"samples":         l.NumSamples(),
 		"callsite_reason": "a serving log counts pool slots, not stacks: record a pool ledger (vramscope_hook.pool) to name the code",
 	}
 	if lk.Rank != "" {

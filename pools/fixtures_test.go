@@ -76,9 +76,9 @@ func TestFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			l := readFixture(t, tt.name)
-			if l.Engine != tt.engine || l.Capacity != 400000 || len(l.Samples) != tt.samples || l.Unparsed != 0 {
+			if l.Engine != tt.engine || l.Capacity != 400000 || l.NumSamples() != tt.samples || l.Unparsed != 0 {
 				t.Fatalf("engine %s, capacity %d, %d samples, %d unparsed (%s); want %s, 400000, %d, 0",
-					l.Engine, l.Capacity, len(l.Samples), l.Unparsed, l.FirstUnparsed, tt.engine, tt.samples)
+					l.Engine, l.Capacity, l.NumSamples(), l.Unparsed, l.FirstUnparsed, tt.engine, tt.samples)
 			}
 			leaks, _ := Judge(l)
 			got := map[string]Leak{}

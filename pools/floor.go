@@ -85,14 +85,14 @@ func Floors(samples []Sample) Floor {
 	levels := 0
 	for _, s := range samples {
 		if use(s) {
-			levels = max(levels, s.Running+1)
+			levels = max(levels, int(s.Running)+1)
 		}
 	}
 	// vals[w*levels+r] holds the used tokens of window w at r requests.
 	vals := make([][]int64, n*levels)
 	for _, s := range samples {
 		if use(s) && s.Running >= 0 {
-			i := window(s.At)*levels + s.Running
+			i := window(s.At)*levels + int(s.Running)
 			vals[i] = append(vals[i], s.Used)
 		}
 	}

@@ -56,16 +56,8 @@ const minLeakShare = 0.005
 // climbs, and one per pool its idle checks name. notes say why a series
 // was not judged.
 func Judge(l *Log) (leaks []Leak, notes []string) {
-	var order []string
-	byRank := map[string][]Sample{}
-	for _, s := range l.Samples {
-		if _, ok := byRank[s.Rank]; !ok {
-			order = append(order, s.Rank)
-		}
-		byRank[s.Rank] = append(byRank[s.Rank], s)
-	}
-	for _, rank := range order {
-		if lk, ok := judgeSeries(l, rank, byRank[rank]); ok {
+	for _, sr := range l.Series {
+		if lk, ok := judgeSeries(l, sr.Rank, sr.Samples); ok {
 			leaks = append(leaks, lk)
 		}
 	}
@@ -85,7 +77,7 @@ func Judge(l *Log) (leaks []Leak, notes []string) {
 			leaks[i].Onset = c.At
 		}
 	}
-	if len(l.Samples) > 0 && len(leaks) == 0 && len(l.Samples) < 4*minFloors {
+	if n := l.NumSamples(); n > 0 && len(leaks) == 0 && n < 4*minFloors {
 		notes = append(notes, "too few pool stats lines for a trend")
 	}
 	for i := range leaks {
@@ -244,7 +236,7 @@ func admissionRate(ss []Sample, at float64) float64 {
 	n := 0
 	for _, s := range ss {
 		if s.At >= lo && s.At <= hi {
-			n += s.Admitted
+			n += int(s.Admitted)
 		}
 	}
 	return math.Round(float64(n)/((hi-lo)/60)*100) / 100
