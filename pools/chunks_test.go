@@ -49,6 +49,30 @@ func TestChunksMatchWhole(t *testing.T) {
 	}
 }
 
+// TestStream: a log written in pieces of any size reads as the whole.
+func TestStream(t *testing.T) {
+	data := gunzip(t, "sglang04_dp_bursty_leak")
+	whole, err := Parse(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStream()
+	for i, piece := 0, 1; len(data) > 0; i++ {
+		piece = min(piece*3%4099+1, len(data))
+		s.Write(data[:piece])
+		data = data[piece:]
+		if i == 100 {
+			if n := s.Log().NumSamples(); n == 0 || n >= whole.NumSamples() {
+				t.Errorf("%d samples after 100 pieces, of %d", n, whole.NumSamples())
+			}
+		}
+	}
+	if got := s.Log(); !reflect.DeepEqual(got, whole) {
+		t.Errorf("streamed: %d samples, %d lines, capacity %d; whole: %d, %d, %d",
+			got.NumSamples(), got.Lines, got.Capacity, whole.NumSamples(), whole.Lines, whole.Capacity)
+	}
+}
+
 // TestLongLine: a line longer than maxLine is an error naming where, not
 // a log held whole in memory.
 func TestLongLine(t *testing.T) {
