@@ -82,17 +82,28 @@ func Floors(samples []Sample) Floor {
 		}
 		return min(int((x-lo)/width), n-1)
 	}
-	levels := 0
+	// runs are the running-request counts the log shows, the load
+	// levels; a level's index is its place among them (a garbled count
+	// of millions costs one level, not millions).
+	var runs []int32
 	for _, s := range samples {
-		if use(s) {
-			levels = max(levels, int(s.Running)+1)
+		if use(s) && s.Running >= 0 {
+			runs = append(runs, s.Running)
 		}
 	}
-	// vals[w*levels+r] holds the used tokens of window w at r requests.
+	slices.Sort(runs)
+	runs = slices.Compact(runs)
+	levels := len(runs)
+	if levels == 0 {
+		return Floor{LevelLoad: -1}
+	}
+	// vals[w*levels+r] holds the used tokens of window w at runs[r]
+	// requests.
 	vals := make([][]int64, n*levels)
 	for _, s := range samples {
 		if use(s) && s.Running >= 0 {
-			i := window(s.At)*levels + int(s.Running)
+			r, _ := slices.BinarySearch(runs, s.Running)
+			i := window(s.At)*levels + r
 			vals[i] = append(vals[i], s.Used)
 		}
 	}
@@ -105,18 +116,19 @@ func Floors(samples []Sample) Floor {
 		}
 	}
 	held, load := polish(cells, n, levels)
-	level := slices.IndexFunc(load, func(x float64) bool { return !math.IsNaN(x) })
-	if level < 0 {
+	k := slices.IndexFunc(load, func(x float64) bool { return !math.IsNaN(x) })
+	if k < 0 {
 		return Floor{LevelLoad: -1}
 	}
+	level := int(runs[k])
 	f := Floor{Level: level, LevelLoad: -1}
 	for w, h := range held {
 		if !math.IsNaN(h) {
-			f.Points = append(f.Points, FloorPoint{At: lo + (float64(w)+0.5)*width, Used: int64(math.Round(h + load[level])), Running: level})
+			f.Points = append(f.Points, FloorPoint{At: lo + (float64(w)+0.5)*width, Used: int64(math.Round(h + load[k])), Running: level})
 		}
 	}
 	if level <= maxExtrapolate {
-		f.LevelLoad = levelLoad(load, level)
+		f.LevelLoad = levelLoad(load[k:], runs[k:])
 	}
 	return f
 }
@@ -166,25 +178,26 @@ func median(xs []float64) float64 {
 	return (xs[m-1] + xs[m]) / 2
 }
 
-// levelLoad is what level running requests hold above none: the line
-// through the lowest load levels (Theil-Sen, so that one odd level does
-// not tilt it), read at level.
-func levelLoad(load []float64, level int) int64 {
-	if level == 0 {
+// levelLoad is what the lowest load level, runs[0] running requests,
+// holds above none: the line through the lowest levels (Theil-Sen, so
+// that one odd level does not tilt it), read there. load[i] is the fitted
+// load at runs[i] requests.
+func levelLoad(load []float64, runs []int32) int64 {
+	if runs[0] == 0 {
 		return 0
 	}
 	var xs []float64
 	var ys []int64
-	for r := level; r < len(load) && len(xs) < extrapolateLevels; r++ {
-		if !math.IsNaN(load[r]) {
-			xs, ys = append(xs, float64(r)), append(ys, int64(math.Round(load[r])))
+	for i := 0; i < len(load) && len(xs) < extrapolateLevels; i++ {
+		if !math.IsNaN(load[i]) {
+			xs, ys = append(xs, float64(runs[i])), append(ys, int64(math.Round(load[i])))
 		}
 	}
 	if len(xs) < 2 {
 		return -1
 	}
 	slope := trend.TheilSen(xs, ys)
-	return max(int64(math.Round(slope*float64(level))), 0)
+	return max(int64(math.Round(slope*float64(runs[0]))), 0)
 }
 
 // extrapolateLevels is how many of the lowest levels the line through

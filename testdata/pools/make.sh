@@ -1,8 +1,8 @@
 #!/bin/sh
 # Writes the committed fixtures (gzip -n: the same bytes every run). Each
 # NAME.log.gz has NAME.truth.json beside it, what the simulator leaked; pools/fixtures_test.go
-# checks both. The long log for the speed test is not committed:
-#   python3 simulate.py --engine sglang-0.5 --load daily --hours 24 --log-every 1 --idle-check off > /tmp/day.log
+# checks both (and with --ranks N the truth of each rank). The long log for the speed test is not committed:
+#   python3 simulate.py --engine sglang-0.5 --load daily --hours 24 --log-every 1 --idle-check off --prefix dp --ranks 20 --bug --bug-rate 0.01 --truth /tmp/day.truth.json > /tmp/day.log
 set -e
 cd "$(dirname "$0")"
 sim() { name=$1; shift; python3 simulate.py --truth "$name.truth.json" "$@" | gzip -n -9 > "$name.log.gz"; }
