@@ -104,6 +104,12 @@ func poolFinding(in inputs.Input, l *pools.Log, lk pools.Leak) diagnose.Finding 
 		ev["floor_at_running_requests"] = lk.Level
 		title = fmt.Sprintf("%s: the floor of used %s at low load climbs %d per %s; %d (%.0f%% of the pool) never come back",
 			pool, lk.Unit, int64(math.Round(tr.PerStep)), per, lk.Leaked, 100*frac)
+		ev["floor_growth"] = "steady"
+		if lk.Stepped {
+			title = fmt.Sprintf("%s: the floor of used %s at low load steps up and never comes back down; %d (%.0f%% of the pool) held by no request",
+				pool, lk.Unit, lk.Leaked, 100*frac)
+			ev["floor_growth"] = "steps"
+		}
 	}
 	if lk.RequestsPerMinute >= 0 {
 		ev["requests_per_minute_at_onset"] = lk.RequestsPerMinute

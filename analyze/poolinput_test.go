@@ -117,6 +117,11 @@ func TestServingLogCharts(t *testing.T) {
 	if len(p.Findings) != 2 || len(p.PoolCharts) != 2 {
 		t.Fatalf("%d findings, %d charts; want 2 and 2", len(p.Findings), len(p.PoolCharts))
 	}
+	// DP3's floor rises in two steps between flat stretches (Kendall tau
+	// 0.65): the step test finds it, and the title says so.
+	if ev := p.Findings[0].Evidence; ev["floor_growth"] != "steps" || !strings.Contains(p.Findings[0].Title, "steps up and never comes back down") {
+		t.Errorf("DP3 TP0: %q, floor_growth %v", p.Findings[0].Title, ev["floor_growth"])
+	}
 	for i, rank := range []string{"DP3 TP0", "DP4 TP0"} {
 		c := p.PoolCharts[i]
 		if !strings.Contains(p.Findings[i].Title, "("+rank+")") || c.Rank != rank {

@@ -27,8 +27,11 @@ type Leak struct {
 	Idle *IdleCheck
 	// Trend is the fit of Floors over hours (over lines when the log has
 	// no time stamps); nil when the floors are too few or do not climb.
-	Trend  *trend.Trend
-	Floors []FloorPoint
+	Trend *trend.Trend
+	// Stepped is set when the floor is not steady enough for the trend
+	// test but stepped up and stayed (judgeSeries).
+	Stepped bool
+	Floors  []FloorPoint
 	// Level is the running-request count the floors are read at.
 	Level int
 	// Onset is when the floor left its baseline, in the log's seconds
@@ -131,7 +134,8 @@ func judgeSeries(l *Log, rank string, ss []Sample) (Leak, bool) {
 	minGrowth := max(minLeakShare*float64(size), 2*resolution(l, ss))
 	tr := trend.Fit(xs, ys)
 	step := stepUp(ys, minGrowth)
-	if span <= 0 || !tr.Growing(minGrowth/span, trend.MinSteadiness) && step < 0 {
+	steady := span > 0 && tr.Growing(minGrowth/span, trend.MinSteadiness)
+	if !steady && (span <= 0 || step < 0) {
 		return Leak{}, false
 	}
 	pool := "token_to_kv_pool"
@@ -141,7 +145,7 @@ func judgeSeries(l *Log, rank string, ss []Sample) (Leak, bool) {
 	last := len(ys) - 1
 	lk := Leak{
 		Engine: l.Engine, Pool: pool, Rank: rank, Unit: l.Unit(), Capacity: size,
-		Trend: &tr, Floors: pts, Level: fl.Level, RequestsPerMinute: -1, HoursLeft: -1,
+		Trend: &tr, Stepped: !steady, Floors: pts, Level: fl.Level, RequestsPerMinute: -1, HoursLeft: -1,
 	}
 	perX := max(tr.PerStep, 0)
 	if step >= 0 && perX == 0 {
