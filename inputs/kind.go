@@ -147,11 +147,11 @@ func kindOfText(path string) (Kind, error) {
 	if pools.Detect(first) || ledger.Detect(first) {
 		return Text, nil
 	}
-	rest, err := io.ReadAll(br)
-	if err != nil {
+	whole := bytes.NewBuffer(first)
+	if _, err := whole.ReadFrom(br); err != nil {
 		return Other, err
 	}
-	data := append(first, rest...)
+	data := whole.Bytes()
 	if pools.Detect(data) || ledger.Detect(data) {
 		return Text, nil
 	}
