@@ -152,8 +152,8 @@ func (p *parser) line(raw []byte) {
 	if !p.hasSt && hasOuter {
 		p.st, p.hasSt = outer, true
 	}
-	// The chunk outlives the parse: a record that is not joined needs no
-	// copy.
+	// The chunk stays put while it is parsed: a record that is not joined
+	// needs no copy.
 	p.pend, p.pendLine, p.joins = line, p.out.lines, 0
 	p.pendRec, p.pendOK = p.record(p.pend)
 }
