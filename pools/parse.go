@@ -331,7 +331,14 @@ func (m *merger) commit(r rec, offset int) {
 		m.series[rank] = i
 		l.Series = append(l.Series, Series{Rank: rank})
 	}
-	l.Series[i].Samples = append(l.Series[i].Samples, s)
+	sr := &l.Series[i]
+	if len(sr.Samples) == cap(sr.Samples) {
+		// Half again as much: append's quarter makes a day of logs copy
+		// its samples five times over, doubling would leave up to half
+		// of the largest array unused.
+		sr.Samples = slices.Grow(sr.Samples, max(len(sr.Samples)/2, 256))
+	}
+	sr.Samples = append(sr.Samples, s)
 }
 
 // finish turns printed shares into tokens. A SGLang log without its
