@@ -33,8 +33,30 @@ func servingDigest(in inputs.Input, l *pools.Log) *textDigest {
 	}
 	for _, lk := range leaks {
 		t.pools = append(t.pools, poolFinding(in, l, lk))
+		if c, ok := poolChart(in, l, lk); ok {
+			t.poolCharts = append(t.poolCharts, c)
+		}
 	}
 	return t
+}
+
+// chartBuckets is how many points a pool's chart has: about one per
+// pixel of the report's chart at half width.
+const chartBuckets = 600
+
+// poolChart charts the series a token-pool leak is about: its rank's, or
+// for an idle check, which names no rank, the log's first.
+func poolChart(in inputs.Input, l *pools.Log, lk pools.Leak) (pools.Chart, bool) {
+	if lk.Pool == "req_to_token_pool" || len(l.Series) == 0 {
+		return pools.Chart{}, false
+	}
+	sr := l.Series[0]
+	for _, s := range l.Series {
+		if s.Rank == lk.Rank {
+			sr = s
+		}
+	}
+	return l.ChartOf(in.String(), sr, &lk, chartBuckets), true
 }
 
 // poolFinding words one pool leak. Its numbers count the pool's own unit
@@ -49,7 +71,7 @@ func poolFinding(in inputs.Input, l *pools.Log, lk pools.Leak) diagnose.Finding 
 		"leaked_tokens":   lk.Leaked,
 		"leaked_fraction": round2(frac),
 		"source":          in.String(),
-		"samples":         len(l.Samples),
+		"samples":         l.NumSamples(),
 		"callsite_reason": "a serving log counts pool slots, not stacks: record a pool ledger (vramscope_hook.pool) to name the code",
 	}
 	if lk.Rank != "" {
@@ -66,7 +88,11 @@ func poolFinding(in inputs.Input, l *pools.Log, lk pools.Leak) diagnose.Finding 
 		ev[at+"_line"] = int(lk.Onset)
 	}
 	sev := diagnose.Medium
-	title := fmt.Sprintf("%s %s pool leaks: %d of %d %s (%.0f%%) held by no request", lk.Engine, lk.Pool, lk.Leaked, lk.Capacity, lk.Unit, 100*frac)
+	pool := fmt.Sprintf("%s %s pool", lk.Engine, lk.Pool)
+	if lk.Rank != "" {
+		pool += " (" + lk.Rank + ")" // several ranks, several pools
+	}
+	title := fmt.Sprintf("%s leaks: %d of %d %s (%.0f%%) held by no request", pool, lk.Leaked, lk.Capacity, lk.Unit, 100*frac)
 	if tr := lk.Trend; tr != nil {
 		per := "hour"
 		if !l.HasTime {
@@ -76,8 +102,14 @@ func poolFinding(in inputs.Input, l *pools.Log, lk pools.Leak) diagnose.Finding 
 		ev["steadiness"] = round2(tr.Steadiness)
 		ev["floors"] = len(lk.Floors)
 		ev["floor_at_running_requests"] = lk.Level
-		title = fmt.Sprintf("%s %s pool: the floor of used %s at low load climbs %d per %s; %d (%.0f%% of the pool) never come back",
-			lk.Engine, lk.Pool, lk.Unit, int64(math.Round(tr.PerStep)), per, lk.Leaked, 100*frac)
+		title = fmt.Sprintf("%s: the floor of used %s at low load climbs %d per %s; %d (%.0f%% of the pool) never come back",
+			pool, lk.Unit, int64(math.Round(tr.PerStep)), per, lk.Leaked, 100*frac)
+		ev["floor_growth"] = "steady"
+		if lk.Stepped {
+			title = fmt.Sprintf("%s: the floor of used %s at low load steps up and never comes back down; %d (%.0f%% of the pool) held by no request",
+				pool, lk.Unit, lk.Leaked, 100*frac)
+			ev["floor_growth"] = "steps"
+		}
 	}
 	if lk.RequestsPerMinute >= 0 {
 		ev["requests_per_minute_at_onset"] = lk.RequestsPerMinute

@@ -58,8 +58,8 @@ func TestServingLogTrend(t *testing.T) {
 		verdict Verdict
 		onset   string
 	}{
-		{"sglang05_heavy_leak", Leak, "2026-03-02 09:22:29"},
-		{"vllm_abort_leak", Leak, "03-02 08:52:36"},
+		{"sglang05_heavy_leak", Leak, "2026-03-02 08:22:29"},
+		{"vllm_abort_leak", Leak, "03-02 08:37:36"},
 		{"sglang04_heavy_healthy", Healthy, ""},
 		{"vllm_daily_healthy", Healthy, ""},
 	}
@@ -104,5 +104,36 @@ func TestServingLogPaste(t *testing.T) {
 	p := a.Report().Processes[0]
 	if p.Verdict != Healthy || len(p.Notes) != 2 || !strings.Contains(p.Notes[1], "1 of 3 lines look like pool stats but could not be read (first: line 3:") {
 		t.Errorf("verdict %s, notes %q", p.Verdict, p.Notes)
+	}
+}
+
+// TestServingLogCharts: each leaking rank of a log with several gets a
+// finding that names it and a chart for the report: used tokens in at
+// most chartBuckets buckets, the floors the verdict judged, the onset.
+func TestServingLogCharts(t *testing.T) {
+	a := New(Options{})
+	a.AddServingLog(inputs.Input{Path: "server.log", Kind: inputs.Text}, servingLog(t, "sglang05_dp_busy_leak"))
+	p := a.Report().Processes[0]
+	if len(p.Findings) != 2 || len(p.PoolCharts) != 2 {
+		t.Fatalf("%d findings, %d charts; want 2 and 2", len(p.Findings), len(p.PoolCharts))
+	}
+	// DP3's floor rises in two steps between flat stretches (Kendall tau
+	// 0.65): the step test finds it, and the title says so.
+	if ev := p.Findings[0].Evidence; ev["floor_growth"] != "steps" || !strings.Contains(p.Findings[0].Title, "steps up and never comes back down") {
+		t.Errorf("DP3 TP0: %q, floor_growth %v", p.Findings[0].Title, ev["floor_growth"])
+	}
+	for i, rank := range []string{"DP3 TP0", "DP4 TP0"} {
+		c := p.PoolCharts[i]
+		if !strings.Contains(p.Findings[i].Title, "("+rank+")") || c.Rank != rank {
+			t.Errorf("finding %q, chart of %q; want rank %s", p.Findings[i].Title, c.Rank, rank)
+		}
+		n := len(c.X)
+		if n < chartBuckets/2 || n > chartBuckets || len(c.UsedMin) != n || len(c.UsedMax) != n || len(c.Floor) != len(c.FloorX) || len(c.Floor) < 20 {
+			t.Errorf("%s: %d buckets (%d, %d), %d floors", rank, n, len(c.UsedMin), len(c.UsedMax), len(c.Floor))
+		}
+		onset, _ := p.Findings[i].Evidence["onset"].(string)
+		if c.Onset == nil || *c.Onset <= c.X[0] || *c.Onset >= c.X[n-1] || c.OnsetLabel != onset || c.XUnit != "s" || c.Start != "2026-03-02 08:00:00" {
+			t.Errorf("%s: onset %v (%q, finding %q), x in %s from %q", rank, c.Onset, c.OnsetLabel, onset, c.XUnit, c.Start)
+		}
 	}
 }

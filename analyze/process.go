@@ -124,6 +124,7 @@ func (a *Analyzer) analyzeProcess(g *processGroup) Process {
 	for _, t := range g.texts {
 		p.Inputs = append(p.Inputs, t.in.Path)
 		p.Notes = append(p.Notes, t.notes...)
+		p.PoolCharts = append(p.PoolCharts, t.poolCharts...)
 	}
 	p.Stats = statsOf(g)
 

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"cmp"
+	"github.com/vramscope/vramscope/pools"
 	"slices"
 
 	"github.com/vramscope/vramscope/diagnose"
@@ -62,6 +63,10 @@ type Process struct {
 	// Notes say what limited the analysis (a single snapshot, memory logs
 	// that cannot name code, ...).
 	Notes []string `json:"notes"`
+	// PoolCharts are the series of the process's pool findings, for the
+	// report page to draw (its payload's "pools"); analyze's JSON leaves
+	// them out.
+	PoolCharts []pools.Chart `json:"-"`
 }
 
 // Stats are the last snapshot's totals (the last memory-log sample's when

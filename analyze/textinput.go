@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"github.com/vramscope/vramscope/pools"
 
 	"github.com/vramscope/vramscope/diagnose"
 	"strings"
@@ -21,8 +22,10 @@ type textDigest struct {
 	// rank and pid are what the messages' log prefixes say ("[rank3]:",
 	// "(WorkerDict pid=2917)"), when the file name says neither.
 	rank, pid *int
-	// pools are a serving log's pool findings (poolinput.go).
-	pools []diagnose.Finding
+	// pools are a serving log's pool findings (poolinput.go), poolCharts
+	// the series they are about.
+	pools      []diagnose.Finding
+	poolCharts []pools.Chart
 }
 
 // oomDigests splits one file's OOM messages by the process their log

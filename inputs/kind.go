@@ -115,6 +115,10 @@ func KindOfFile(path string) (Kind, error) {
 // can be gigabytes, and none of them is a log.
 const binarySniff = 8 << 10
 
+// HeadBytes is how much of a text file its kind is first judged from:
+// enough for a serving engine's startup lines and first stats lines.
+const HeadBytes = 1 << 20
+
 // kindOfText classifies a file that is not a snapshot as MemoryLog, Text or
 // Other by its content (memlog.Detect). It reads the whole file, since an
 // OOM message may come last in a long log, unless its start shows binary
@@ -133,12 +137,21 @@ func kindOfText(path string) (Kind, error) {
 	if bytes.IndexByte(head, 0) >= 0 {
 		return Other, nil
 	}
-	data, err := io.ReadAll(br)
+	// Serving logs and ledgers first, from their first records: a day of
+	// serving logs is hundreds of megabytes, which are read once, by the
+	// parser. memlog's tests run regexps over the whole file.
+	first, err := io.ReadAll(io.LimitReader(br, HeadBytes))
 	if err != nil {
 		return Other, err
 	}
-	// Serving logs and ledgers first: their tests stop at the first
-	// record, memlog's run regexps over the whole file.
+	if pools.Detect(first) || ledger.Detect(first) {
+		return Text, nil
+	}
+	whole := bytes.NewBuffer(first)
+	if _, err := whole.ReadFrom(br); err != nil {
+		return Other, err
+	}
+	data := whole.Bytes()
 	if pools.Detect(data) || ledger.Detect(data) {
 		return Text, nil
 	}

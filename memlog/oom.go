@@ -334,10 +334,21 @@ var oomWords = [][]byte{[]byte("out of memory"), []byte("OutOfMemory"), []byte("
 	[]byte("ALLOC_FAILED"), []byte("AllocFailed"), []byte("memory_error"), []byte("MemoryAllocation"),
 	[]byte("Failed to CUDA")}
 
+// MentionsOOM reports whether data holds a word every out-of-memory
+// error ParseOOMMessages reads contains: a long log that mentions none
+// needs no closer look. A log read in pieces that overlap by MaxOOMWord-1 bytes
+// mentions one when a piece does.
+func MentionsOOM(data []byte) bool {
+	return slices.ContainsFunc(oomWords, func(w []byte) bool { return bytes.Contains(data, w) })
+}
+
+// MaxOOMWord is the length of the longest word MentionsOOM looks for.
+const MaxOOMWord = len("MemoryAllocation")
+
 // ContainsOOM reports whether data holds an out-of-memory error that
 // ParseOOMMessages reads.
 func ContainsOOM(data []byte) bool {
-	if !slices.ContainsFunc(oomWords, func(w []byte) bool { return bytes.Contains(data, w) }) {
+	if !MentionsOOM(data) {
 		return false
 	}
 	if oomStart.Match(data) || bareStart.Match(data) || asyncStart.Match(data) {

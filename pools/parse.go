@@ -1,7 +1,6 @@
 package pools
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -35,7 +34,7 @@ func Detect(data []byte) bool {
 					end = len(rest)
 				}
 			}
-			p := parser{log: &Log{}}
+			var p parser
 			if _, ok := p.record(bytes.ReplaceAll(rest[start:end], []byte("\n"), nil)); ok {
 				return true
 			}
@@ -48,40 +47,81 @@ func Detect(data []byte) bool {
 // maxDetect is how many lines with a marker Detect tries per marker.
 const maxDetect = 20
 
-// maxLine bounds one line: records pasted without newlines run long.
-const maxLine = 16 << 20
-
 // maxJoin is how many continuation lines one record may take: pastes
 // hard-wrapped at 80 columns split a stats line in three.
 const maxJoin = 3
 
 // Parse reads a serving log. Lines it cannot read are counted in
-// Log.Unparsed; only a read error fails.
+// Log.Unparsed; only a read error fails. The log is read in chunks that
+// end where a record does (chunks.go), parsed on every core and merged in
+// order: a day of logs from a busy server is hundreds of megabytes.
 func Parse(r io.Reader) (*Log, error) {
-	p := parser{log: &Log{}}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-	for sc.Scan() {
-		p.log.Lines++
-		p.line(sc.Bytes())
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("serving log, line %d: %w", p.log.Lines+1, err)
-	}
-	p.flush()
-	p.finish()
-	return p.log, nil
+	return parse(r, chunkSize)
 }
 
-// parser holds the record being read: a candidate line waits for the next
-// line, which may continue it (a wrapped paste, an idle check's extra
-// lines).
+// parse is Parse in chunks of about chunk bytes.
+func parse(r io.Reader, chunk int) (*Log, error) {
+	m := merger{log: &Log{}, series: map[string]int{}}
+	if err := eachChunk(r, chunk, parseChunk, m.add); err != nil {
+		return nil, fmt.Errorf("serving log, line %d: %w", m.log.Lines+1, err)
+	}
+	m.log.finish()
+	return m.log, nil
+}
+
+// parseChunk reads whole lines; numbers in its part count from the
+// chunk's first line.
+func parseChunk(data []byte) part {
+	// Most lines of a busy log are records: room for one a line saves
+	// growing the slice.
+	p := parser{out: part{recs: make([]rec, 0, len(data)/avgLine)}}
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		p.out.lines++
+		p.line(line)
+	}
+	p.flush()
+	return p.out
+}
+
+// avgLine is about the length of a stats line.
+const avgLine = 160
+
+// part is what one chunk holds, in order.
+type part struct {
+	recs              []rec
+	lines, unparsed   int
+	firstUnparsed     string
+	firstUnparsedLine int
+}
+
+// rec is one record as a chunk reads it: its time and rank are settled
+// when the chunks are merged (a line without a time stamp takes the
+// previous record's, and a stamp without a date counts days from the
+// ones before).
+type rec struct {
+	sample Sample
+	idle   *IdleCheck
+	// capacity is the pool size a startup line gives; the rest of rec
+	// is unset then.
+	capacity int64
+	line     int
+	st       stamp
+	hasSt    bool
+	vllm     bool
+}
+
+// parser reads one chunk. A candidate line waits for the next line, which
+// may continue it (a wrapped paste, an idle check's extra lines).
 type parser struct {
-	log   *Log
-	clock clock
-	// last is the latest time read, for lines without one (a traceback).
-	last     float64
-	lastRank string
+	out part
+	// capacity is set once a startup line gave the pool size.
+	capacity bool
 
 	pend     []byte
 	pendLine int
@@ -105,14 +145,16 @@ func (p *parser) line(raw []byte) {
 	}
 	p.flush()
 	if !slices.ContainsFunc(markers, func(m []byte) bool { return bytes.Contains(line, m) }) {
-		p.capacity(line)
+		p.capacityOf(line)
 		return
 	}
 	p.stamp(line)
 	if !p.hasSt && hasOuter {
 		p.st, p.hasSt = outer, true
 	}
-	p.pend, p.pendLine, p.joins = slices.Clone(line), p.log.Lines, 0
+	// The chunk stays put while it is parsed: a record that is not joined
+	// needs no copy.
+	p.pend, p.pendLine, p.joins = line, p.out.lines, 0
 	p.pendRec, p.pendOK = p.record(p.pend)
 }
 
@@ -168,60 +210,36 @@ func (p *parser) record(text []byte) (any, bool) {
 	}
 }
 
-// flush commits the pending record.
+// flush ends the pending record.
 func (p *parser) flush() {
 	if p.pend == nil {
 		return
 	}
 	text, line := p.pend, p.pendLine
 	p.pend = nil
-	p.capacity(text)
-	rec, ok := p.pendRec, p.pendOK
-	if !ok {
-		p.log.Unparsed++
-		if p.log.FirstUnparsed == "" {
-			p.log.FirstUnparsed = fmt.Sprintf("line %d: %.160s", line, text)
+	if _, stats := p.pendRec.(Sample); !stats || !p.pendOK {
+		p.capacityOf(text) // an idle check prints max_total_num_tokens
+	}
+	if !p.pendOK {
+		p.out.unparsed++
+		if p.out.firstUnparsed == "" {
+			p.out.firstUnparsed, p.out.firstUnparsedLine = fmt.Sprintf("%.160s", text), line
 		}
 		return
 	}
-	at := float64(line)
-	rank := p.lastRank
-	if p.hasSt {
-		at = p.clock.seconds(p.st)
-		if !p.log.HasTime {
-			p.log.HasTime, p.log.Start, p.log.Layout = true, p.clock.start, p.st.layout
-		}
-		rank = p.st.rank
-	} else if p.log.HasTime {
-		at = p.last
-	}
-	p.last, p.lastRank = at, rank
-	switch r := rec.(type) {
+	r := rec{line: line, st: p.st, hasSt: p.hasSt}
+	switch x := p.pendRec.(type) {
 	case Sample:
-		r.At, r.Rank, r.Line = at, rank, line
-		if p.log.Engine == "" {
-			p.log.Engine = SGLang
-			if bytes.Contains(text, vllmUsageKey) {
-				p.log.Engine = VLLM
-			}
-		}
-		p.log.Samples = append(p.log.Samples, r)
+		r.sample, r.vllm = x, bytes.Contains(text, vllmUsageKey)
 	case IdleCheck:
-		r.At, r.Line = at, line
-		p.log.Engine = SGLang
-		// Every rank prints the same message: keep one.
-		if n := len(p.log.Idle); n == 0 || p.log.Idle[n-1].Pool != r.Pool || p.log.Idle[n-1].Leaked != r.Leaked {
-			p.log.Idle = append(p.log.Idle, r)
-		}
-		if r.Pool == "token_to_kv_pool" && p.log.Capacity == 0 {
-			p.log.Capacity = r.Capacity
-		}
+		r.idle = &x
 	}
+	p.out.recs = append(p.out.recs, r)
 }
 
-// capacity takes the pool size from a startup line.
-func (p *parser) capacity(line []byte) {
-	if p.log.Capacity != 0 {
+// capacityOf takes the pool size from a startup line.
+func (p *parser) capacityOf(line []byte) {
+	if p.capacity {
 		return
 	}
 	for _, key := range [][]byte{maxTotalKey, kvAllocKey, vllmSizeKey} {
@@ -235,35 +253,127 @@ func (p *parser) capacity(line []byte) {
 			end++
 		}
 		if n, err := strconv.ParseInt(string(bytes.ReplaceAll(rest[:end], []byte(","), nil)), 10, 64); err == nil && n > 0 {
-			p.log.Capacity = n
+			p.capacity = true
+			p.out.recs = append(p.out.recs, rec{capacity: n})
 			return
 		}
 	}
 }
 
+// merger puts the chunks' records together in order.
+type merger struct {
+	log   *Log
+	clock clock
+	// last is the latest time read, for records without one (a traceback).
+	last     float64
+	lastRank string
+	// series indexes Log.Series by rank.
+	series map[string]int
+}
+
+func (m *merger) add(p part) {
+	l := m.log
+	if p.unparsed > 0 && l.FirstUnparsed == "" {
+		l.FirstUnparsed = fmt.Sprintf("line %d: %s", l.Lines+p.firstUnparsedLine, p.firstUnparsed)
+	}
+	for _, r := range p.recs {
+		m.commit(r, l.Lines)
+	}
+	l.Lines += p.lines
+	l.Unparsed += p.unparsed
+}
+
+// commit adds one record whose line numbers count from offset+1.
+func (m *merger) commit(r rec, offset int) {
+	l := m.log
+	if r.capacity > 0 {
+		if l.Capacity == 0 {
+			l.Capacity = r.capacity
+		}
+		return
+	}
+	line := offset + r.line
+	at := float64(line)
+	rank := m.lastRank
+	if r.hasSt {
+		at = m.clock.seconds(r.st)
+		if !l.HasTime {
+			l.HasTime, l.Start, l.Layout = true, m.clock.start, r.st.layout
+		}
+		rank = r.st.rank
+	} else if l.HasTime {
+		at = m.last
+	}
+	m.last, m.lastRank = at, rank
+	if c := r.idle; c != nil {
+		c.At, c.Line = at, line
+		l.Engine = SGLang
+		// Every rank prints the same message: keep one.
+		if n := len(l.Idle); n == 0 || l.Idle[n-1].Pool != c.Pool || l.Idle[n-1].Leaked != c.Leaked {
+			l.Idle = append(l.Idle, *c)
+		}
+		if c.Pool == "token_to_kv_pool" && l.Capacity == 0 {
+			l.Capacity = c.Capacity
+		}
+		return
+	}
+	s := r.sample
+	s.At, s.Line = at, line
+	if l.Engine == "" {
+		l.Engine = SGLang
+		if r.vllm {
+			l.Engine = VLLM
+		}
+	}
+	i, ok := m.series[rank]
+	if !ok {
+		i = len(l.Series)
+		m.series[rank] = i
+		l.Series = append(l.Series, Series{Rank: rank})
+	}
+	sr := &l.Series[i]
+	if len(sr.Samples) == cap(sr.Samples) {
+		// Half again as much: append's quarter makes a day of logs copy
+		// its samples five times over, doubling would leave up to half
+		// of the largest array unused.
+		sr.Samples = slices.Grow(sr.Samples, max(len(sr.Samples)/2, 256))
+	}
+	sr.Samples = append(sr.Samples, s)
+}
+
 // finish turns printed shares into tokens. A SGLang log without its
 // startup line still gives the size: #token / token usage on a busy line.
-func (p *parser) finish() {
-	l := p.log
+func (l *Log) finish() {
+	exact := false
+	for _, sr := range l.Series {
+		exact = exact || slices.ContainsFunc(sr.Samples, func(s Sample) bool { return s.Exact })
+	}
 	if l.Capacity == 0 && l.Engine == SGLang {
 		var best Sample
-		for _, s := range l.Samples {
-			if s.Exact && s.Share > best.Share {
-				best = s
+		for _, sr := range l.Series {
+			for _, s := range sr.Samples {
+				if s.Exact && s.Share > best.Share {
+					best = s
+				}
 			}
 		}
 		if best.Share >= 0.1 {
-			l.Capacity = int64(math.Round(float64(best.Used) / best.Share))
+			l.Capacity = int64(math.Round(float64(best.Used) / float64(best.Share)))
 		}
-	}
-	if l.Capacity == 0 && slices.ContainsFunc(l.Samples, func(s Sample) bool { return s.Exact }) {
-		// Counts and shares of an unknown size do not mix: keep the counts.
-		l.Samples = slices.DeleteFunc(l.Samples, func(s Sample) bool { return !s.Exact })
 	}
 	size := float64(l.poolSize())
-	for i := range l.Samples {
-		if s := &l.Samples[i]; !s.Exact {
-			s.Used = int64(math.Round(s.Share * size))
+	for i := range l.Series {
+		sr := &l.Series[i]
+		if l.Capacity == 0 && exact {
+			// Counts and shares of an unknown size do not mix: keep the
+			// counts.
+			sr.Samples = slices.DeleteFunc(sr.Samples, func(s Sample) bool { return !s.Exact })
+		}
+		for j := range sr.Samples {
+			if s := &sr.Samples[j]; !s.Exact {
+				s.Used = int64(math.Round(float64(s.Share) * size))
+			}
 		}
 	}
+	l.Series = slices.DeleteFunc(l.Series, func(sr Series) bool { return len(sr.Samples) == 0 })
 }

@@ -10,29 +10,30 @@ import (
 func TestParseLines(t *testing.T) {
 	tests := []struct {
 		name, text string
+		rank       string
 		want       Sample
 	}{
 		{"sglang 0.4 decode, TP prefix",
 			"[2025-03-04 10:00:01 TP0] Decode batch. #running-req: 5, #token: 1938, token usage: 0.24, gen throughput (token/s): 86.10, #queue-req: 0",
-			Sample{Rank: "TP0", Running: 5, Used: 1938, Share: 0.24, Exact: true}},
+			"TP0", Sample{Running: 5, Used: 1938, Share: 0.24, Exact: true}},
 		{"sglang 0.5 decode, comma, DP prefix, trailing separator",
 			"[2025-12-01 10:00:01 DP1 TP0] Decode batch, #running-req: 12, #token: 40021, token usage: 0.06, cuda graph: True, gen throughput (token/s): 812.33, #queue-req: 3, ",
-			Sample{Rank: "DP1 TP0", Running: 12, Queued: 3, Used: 40021, Share: 0.06, Exact: true}},
+			"DP1 TP0", Sample{Running: 12, Queued: 3, Used: 40021, Share: 0.06, Exact: true}},
 		{"sglang prefill without rank",
 			"[2025-08-11 17:17:03] Prefill batch. #new-seq: 2, #new-token: 838, #cached-token: 4000, cache hit rate: 82.67%, token usage: 0.01, #running-req: 2, #queue-req: 0",
-			Sample{Running: 2, Share: 0.01, Admitted: 2}},
+			"", Sample{Running: 2, Share: 0.01, Admitted: 2}},
 		{"sglang prefill with index and mixed batch",
 			"[2026-01-02 03:04:05 TP0] Prefill batch [10], #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.50, #running-req: 3, #queue-req: 1, #pending-token: 0, cuda graph: False, input throughput (token/s): 12.50, ",
-			Sample{Rank: "TP0", Running: 3, Queued: 1, Share: 0.5, Admitted: 1}},
+			"TP0", Sample{Running: 3, Queued: 1, Share: 0.5, Admitted: 1}},
 		{"sglang through Python logging, hybrid full token",
 			"2026-02-01 10:00:00,123 [INFO] sglang.srt.managers.scheduler_metrics_mixin: Decode batch, #running-req: 1, #full token: 41, full token usage: 0.00, #swa token: 41, swa token usage: 0.00, gen throughput (token/s): 6.81, #queue-req: 0, ",
-			Sample{Running: 1, Used: 41, Exact: true}},
+			"", Sample{Running: 1, Used: 41, Exact: true}},
 		{"vllm v1 with process prefix",
 			"(APIServer pid=1637) INFO 10-15 00:00:48 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 12.3 tokens/s, Running: 1 reqs, Waiting: 2 reqs, GPU KV cache usage: 4.5%, Prefix cache hit rate: 82.8%",
-			Sample{Rank: "Engine 000", Running: 1, Queued: 2, Share: 0.045}},
+			"Engine 000", Sample{Running: 1, Queued: 2, Share: 0.045}},
 		{"vllm v0 behind a container time stamp",
 			"2025-10-15T00:00:48.753199366Z INFO 10-15 00:00:48 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 12.3 tokens/s, Running: 5 reqs, Swapped: 0 reqs, Pending: 1 reqs, GPU KV cache usage: 10.0%, CPU KV cache usage: 0.0%.",
-			Sample{Running: 5, Queued: 1, Share: 0.1}},
+			"", Sample{Running: 5, Queued: 1, Share: 0.1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,10 +41,13 @@ func TestParseLines(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(l.Samples) != 1 || l.Unparsed != 0 {
-				t.Fatalf("%d samples, %d unparsed (%s)", len(l.Samples), l.Unparsed, l.FirstUnparsed)
+			if len(l.Series) != 1 || len(l.Series[0].Samples) != 1 || l.Unparsed != 0 {
+				t.Fatalf("%d samples, %d unparsed (%s)", l.NumSamples(), l.Unparsed, l.FirstUnparsed)
 			}
-			got := l.Samples[0]
+			if l.Series[0].Rank != tt.rank {
+				t.Errorf("rank %q, want %q", l.Series[0].Rank, tt.rank)
+			}
+			got := l.Series[0].Samples[0]
 			got.At, got.Line = 0, 0
 			if !got.Exact {
 				got.Used = 0 // a share of an unknown pool
@@ -110,7 +114,7 @@ func TestParsePaste(t *testing.T) {
 		t.Fatal(err)
 	}
 	var used []int64
-	for _, s := range l.Samples {
+	for _, s := range l.Series[0].Samples {
 		used = append(used, s.Used)
 	}
 	if len(used) != 3 || used[0] != 1938 || used[1] != 2301 || used[2] != 2102 {
@@ -119,8 +123,8 @@ func TestParsePaste(t *testing.T) {
 	if l.Unparsed != 1 || !strings.HasPrefix(l.FirstUnparsed, "line 7:") {
 		t.Errorf("%d unparsed, first %q; want 1, line 7", l.Unparsed, l.FirstUnparsed)
 	}
-	if l.Capacity != 400000 || !l.HasTime || l.Samples[2].At != 4 {
-		t.Errorf("capacity %d, time %v, last at %v s", l.Capacity, l.HasTime, l.Samples[2].At)
+	if l.Capacity != 400000 || !l.HasTime || l.Series[0].Samples[2].At != 4 {
+		t.Errorf("capacity %d, time %v, last at %v s", l.Capacity, l.HasTime, l.Series[0].Samples[2].At)
 	}
 }
 
@@ -153,7 +157,7 @@ func TestRanksAtOneSecond(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got []string
-		for _, s := range l.Samples {
+		for _, s := range l.Series {
 			got = append(got, s.Rank)
 		}
 		if strings.Join(got, "|") != want {

@@ -60,22 +60,24 @@ func parseSGLangStats(line []byte) (s Sample, ok bool) {
 		}
 		var buf [32]byte
 		k := squash(key, buf[:0])
-		v := strings.TrimRight(string(bytes.TrimSpace(val)), ".%")
+		v := string(trimValue(val))
 		var err error
 		switch string(k) {
 		case "#running-req":
-			s.Running, err = strconv.Atoi(v)
+			s.Running, err = atoi32(v)
 			have.running = true
 		case "#queue-req":
-			s.Queued, err = strconv.Atoi(v)
+			s.Queued, err = atoi32(v)
 			have.queued = true
 		case "#new-seq":
-			s.Admitted, err = strconv.Atoi(v)
+			s.Admitted, err = atoi32(v)
 		case "#token", "#fulltoken":
 			s.Used, err = strconv.ParseInt(v, 10, 64)
 			s.Exact, have.used = true, true
 		case "tokenusage", "fulltokenusage":
-			s.Share, err = strconv.ParseFloat(v, 64)
+			var f float64
+			f, err = strconv.ParseFloat(v, 32)
+			s.Share = float32(f)
 			have.used = true
 		}
 		if err != nil {
@@ -83,6 +85,22 @@ func parseSGLangStats(line []byte) (s Sample, ok bool) {
 		}
 	}
 	return s, have.running && have.queued && have.used
+}
+
+// trimValue drops the blanks around a field's value and the '.' or '%'
+// after it.
+func trimValue(b []byte) []byte {
+	b = bytes.TrimSpace(b)
+	for len(b) > 0 && (b[len(b)-1] == '.' || b[len(b)-1] == '%') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// atoi32 reads a count of requests.
+func atoi32(v string) (int32, error) {
+	n, err := strconv.ParseInt(v, 10, 32)
+	return int32(n), err
 }
 
 // squash drops the blanks from a field name, so that a name split by

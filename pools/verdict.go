@@ -27,8 +27,11 @@ type Leak struct {
 	Idle *IdleCheck
 	// Trend is the fit of Floors over hours (over lines when the log has
 	// no time stamps); nil when the floors are too few or do not climb.
-	Trend  *trend.Trend
-	Floors []FloorPoint
+	Trend *trend.Trend
+	// Stepped is set when the floor is not steady enough for the trend
+	// test but stepped up and stayed (judgeSeries).
+	Stepped bool
+	Floors  []FloorPoint
 	// Level is the running-request count the floors are read at.
 	Level int
 	// Onset is when the floor left its baseline, in the log's seconds
@@ -56,16 +59,8 @@ const minLeakShare = 0.005
 // climbs, and one per pool its idle checks name. notes say why a series
 // was not judged.
 func Judge(l *Log) (leaks []Leak, notes []string) {
-	var order []string
-	byRank := map[string][]Sample{}
-	for _, s := range l.Samples {
-		if _, ok := byRank[s.Rank]; !ok {
-			order = append(order, s.Rank)
-		}
-		byRank[s.Rank] = append(byRank[s.Rank], s)
-	}
-	for _, rank := range order {
-		if lk, ok := judgeSeries(l, rank, byRank[rank]); ok {
+	for _, sr := range l.Series {
+		if lk, ok := judgeSeries(l, sr.Rank, sr.Samples); ok {
 			leaks = append(leaks, lk)
 		}
 	}
@@ -85,7 +80,7 @@ func Judge(l *Log) (leaks []Leak, notes []string) {
 			leaks[i].Onset = c.At
 		}
 	}
-	if len(l.Samples) > 0 && len(leaks) == 0 && len(l.Samples) < 4*minFloors {
+	if n := l.NumSamples(); n > 0 && len(leaks) == 0 && n < 4*minFloors {
 		notes = append(notes, "too few pool stats lines for a trend")
 	}
 	for i := range leaks {
@@ -104,12 +99,24 @@ func unitOf(pool string) string {
 	return "tokens"
 }
 
-// judgeSeries fits one rank's floors with the trend tests memory uses:
-// steady growth (Kendall tau of at least trend.MinSteadiness) by more than
-// minLeakShare of the pool. A warm-up that jumps then stays flat scores
-// low on steadiness; load is held equal by Floors.
+// judgeSeries judges one rank's floors (Floors holds load equal). A pool
+// leaks when its floor
+//
+//   - climbs steadily, by the trend tests memory uses (Kendall tau of at
+//     least trend.MinSteadiness) and by more than minLeakShare of the pool;
+//   - or steps up and never comes back: every later floor stays above the
+//     floors before the step by that much. A healthy pool returns to its
+//     floor in every lull; a leak that happens in busy hours rises in
+//     steps that stay. A step within the first warmupShare of the log is
+//     not taken on its own: it may be a warm-up.
+//
+// The estimate of what leaked is what the last floor holds with nothing
+// running, where the lowest load level is near enough to none to tell
+// (Floor.LevelLoad); otherwise the floor's rise over the log, extended by
+// its slope to the log's first and last moments.
 func judgeSeries(l *Log, rank string, ss []Sample) (Leak, bool) {
-	pts, level := Floors(ss)
+	fl := Floors(ss)
+	pts := fl.Points
 	if len(pts) < minFloors {
 		return Leak{}, false
 	}
@@ -126,41 +133,85 @@ func judgeSeries(l *Log, rank string, ss []Sample) (Leak, bool) {
 	size := l.poolSize()
 	minGrowth := max(minLeakShare*float64(size), 2*resolution(l, ss))
 	tr := trend.Fit(xs, ys)
-	if span <= 0 || !tr.Growing(minGrowth/span, trend.MinSteadiness) {
+	step := stepUp(ys, minGrowth)
+	steady := span > 0 && tr.Growing(minGrowth/span, trend.MinSteadiness)
+	if !steady && (span <= 0 || step < 0) {
 		return Leak{}, false
 	}
 	pool := "token_to_kv_pool"
 	if l.Engine == VLLM {
 		pool = "kv_cache"
 	}
-	base := slices.Min(ys[:max(len(ys)/4, 1)])
+	last := len(ys) - 1
 	lk := Leak{
 		Engine: l.Engine, Pool: pool, Rank: rank, Unit: l.Unit(), Capacity: size,
-		Leaked: max(ys[len(ys)-1]-base, 0), Trend: &tr, Floors: pts, Level: level,
-		RequestsPerMinute: -1, HoursLeft: -1,
+		Trend: &tr, Stepped: !steady, Floors: pts, Level: fl.Level, RequestsPerMinute: -1, HoursLeft: -1,
 	}
-	if level == 0 {
-		// With nothing running every used token is leaked, including
-		// what leaked before the first floor.
-		lk.Leaked = ys[len(ys)-1]
+	perX := max(tr.PerStep, 0)
+	if step >= 0 && perX == 0 {
+		// Steps between flat stretches: the mean rate over the log.
+		perX = float64(ys[last]-ys[0]) / span
+	}
+	if fl.LevelLoad >= 0 {
+		lk.Leaked = max(ys[last]-fl.LevelLoad, 0)
+	} else {
+		// The first and last points stand for their windows' middles.
+		first, end := ss[0].At/scale, ss[len(ss)-1].At/scale
+		lk.Leaked = max(ys[last]-ys[0]+int64(math.Round(perX*(xs[0]-first+end-xs[last]))), 0)
 	}
 	// The onset: after the last floor still within a tenth of the growth
-	// of the baseline.
-	margin := max(resolution(l, ss), 0.1*float64(lk.Leaked))
-	j := 0
+	// of the baseline, which is what Level requests hold where that is
+	// known: a pool that holds more from the first floor on leaked before.
+	base := slices.Min(ys[:max(len(ys)/4, 1)])
+	if fl.LevelLoad >= 0 {
+		base = fl.LevelLoad
+	}
+	margin := max(resolution(l, ss), 0.1*float64(ys[last]-base))
+	j := -1
 	for i, y := range ys {
 		if float64(y-base) <= margin {
 			j = i
 		}
 	}
-	lk.Onset = pts[min(j+1, len(pts)-1)].At
+	lk.Onset = pts[min(j+1, last)].At
 	if l.HasTime {
 		lk.RequestsPerMinute = admissionRate(ss, lk.Onset)
-		if tr.PerStep > 0 {
-			lk.HoursLeft = float64(size-ys[len(ys)-1]) / tr.PerStep
+		if perX > 0 {
+			lk.HoursLeft = float64(size-lk.Leaked) / perX
 		}
 	}
 	return lk, true
+}
+
+// warmupShare is the start of a log in which a step of the floor may be a
+// warm-up.
+const warmupShare = 1.0 / 8
+
+// minAfterStep is the fewest floors that must stay up after a step: the
+// last window alone could be one busy moment.
+const minAfterStep = 2
+
+// stepUp returns the first floor from which every later floor stays at
+// least by above the median of the floors before it, or -1.
+func stepUp(ys []int64, by float64) int {
+	rest := make([]int64, len(ys)) // rest[k] is the least of ys[k:]
+	rest[len(ys)-1] = ys[len(ys)-1]
+	for k := len(ys) - 2; k >= 0; k-- {
+		rest[k] = min(ys[k], rest[k+1])
+	}
+	before := make([]float64, 0, len(ys))
+	for k := range len(ys) - minAfterStep + 1 {
+		if k > 0 {
+			before = append(before, float64(ys[k-1]))
+		}
+		if float64(k) < warmupShare*float64(len(ys)) {
+			continue
+		}
+		if float64(rest[k])-median(slices.Clone(before)) >= by {
+			return k
+		}
+	}
+	return -1
 }
 
 // resolution is the smallest change the series can show: one token for
@@ -189,7 +240,7 @@ func admissionRate(ss []Sample, at float64) float64 {
 	n := 0
 	for _, s := range ss {
 		if s.At >= lo && s.At <= hi {
-			n += s.Admitted
+			n += int(s.Admitted)
 		}
 	}
 	return math.Round(float64(n)/((hi-lo)/60)*100) / 100

@@ -2,6 +2,7 @@ package pools
 
 import (
 	"bytes"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -33,8 +34,11 @@ func parseVLLMStats(line []byte) (s Sample, ok bool) {
 	if !ok1 || !ok2 || !ok3 || usage < 0 || usage > 100 {
 		return s, false
 	}
-	s.Share = usage / 100
-	s.Running, s.Queued = int(running), int(waiting)
+	if running > math.MaxInt32 || waiting > math.MaxInt32 {
+		return s, false
+	}
+	s.Share = float32(usage / 100)
+	s.Running, s.Queued = int32(running), int32(waiting)
 	return s, true
 }
 

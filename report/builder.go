@@ -156,7 +156,7 @@ func (b *Builder) Finish(rep *analyze.Report) *Payload {
 		pr := Process{
 			ID: rp.ID, Verdict: rp.Verdict, Stats: rp.Stats, Inputs: rp.Inputs,
 			Findings: pageFindings(rp.Findings), Notes: rp.Notes, Totals: rp.Snapshots,
-			Snapshots: []SnapshotView{}, Sites: []SiteSeries{},
+			Snapshots: []SnapshotView{}, Sites: []SiteSeries{}, Pools: rp.PoolCharts,
 		}
 		var views []*built
 		for _, pt := range rp.Snapshots {

@@ -3,6 +3,7 @@ package report
 import (
 	"github.com/vramscope/vramscope/analyze"
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/pools"
 )
 
 // PayloadVersion is the version of the JSON contract Payload follows.
@@ -38,6 +39,9 @@ type Process struct {
 	Leaked *Flame `json:"leaked"`
 	// Focus is where the page opens; nil without snapshots.
 	Focus *Focus `json:"focus"`
+	// Pools chart the pools the process's serving-log findings are about,
+	// one per leaking rank; absent when there are none.
+	Pools []pools.Chart `json:"pools,omitempty"`
 }
 
 // SnapshotView is one snapshot reduced to what the report draws.

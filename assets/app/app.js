@@ -5,7 +5,7 @@
 // diffs on demand). It only draws what the Go side computed, normalized
 // by model.js; each process draws on its own, so that one that fails
 // leaves the others on the page.
-/* global uPlot, d3, flamegraph, drawAllocState, drawWhatIf, normalizePayload, normalizeState, normalizeFlame, normalizeDiff */
+/* global uPlot, d3, flamegraph, drawAllocState, drawWhatIf, normalizePayload, normalizeState, normalizeFlame, normalizeDiff, poolsPanel */
 "use strict";
 
 const drawn = { timeline: 0, state: 0, flame: 0, sites: 0 };
@@ -134,6 +134,7 @@ function processSection(sec, pr) {
   if (pr.notes.length) sec.appendChild(el("ul", "notes", pr.notes.map((n) => `<li>${esc(n)}</li>`).join("")));
   if (pr.snapshots.length) sec.appendChild(snapshotPanel(pr));
   if (pr.totals.length > 1) sec.appendChild(sitesPanel(pr));
+  if (pr.pools.length) sec.appendChild(poolsPanel(pr)); // pools.js
 }
 
 function findingsList(pr) {

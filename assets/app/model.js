@@ -57,6 +57,7 @@ function normalizeProcess(raw, k) {
       bytes: totals.map((_, i) => num(arr(obj(x).bytes)[i])),
     })),
     leaked: pr.leaked ? normalizeFlame(pr.leaked) : null,
+    pools: arr(pr.pools).map(normalizePoolChart), // pools.js
     focus: f ? { snapshot: num(f.snapshot, -1), device: num(f.device, -1), state: str(f.state) } : null,
   };
 }

@@ -151,11 +151,15 @@ type snapshotHook func(inputs.Input, *snapshot.Snapshot) error
 // serving log. It returns false, without error, for text of none of these
 // kinds.
 func loadText(in inputs.Input, a *analyze.Analyzer) (bool, error) {
+	served, oom, err := streamServingLog(in, a)
+	if err != nil || served && !oom {
+		return served, err
+	}
 	data, err := os.ReadFile(in.Path)
 	if err != nil {
 		return false, err
 	}
-	if ledger.Detect(data) {
+	if !served && ledger.Detect(data) {
 		l, err := ledger.Read(bytes.NewReader(data))
 		if err != nil {
 			return false, err
@@ -164,16 +168,16 @@ func loadText(in inputs.Input, a *analyze.Analyzer) (bool, error) {
 		return true, nil
 	}
 	// A serving log may hold an OOM message too: both are read.
-	served := pools.Detect(data)
-	if served {
+	if !served && pools.Detect(data) {
+		served = true
 		l, err := pools.Parse(bytes.NewReader(data))
 		if err != nil {
 			return false, err
 		}
 		a.AddServingLog(in, l)
-		if !memlog.ContainsOOM(data) {
-			return true, nil
-		}
+	}
+	if served && !memlog.ContainsOOM(data) {
+		return true, nil
 	}
 	switch memlog.Detect(data) {
 	case memlog.FormatCSV:
@@ -198,4 +202,52 @@ func loadText(in inputs.Input, a *analyze.Analyzer) (bool, error) {
 		return served, nil
 	}
 	return true, nil
+}
+
+// streamServingLog reads a serving log its first megabyte shows as one
+// without holding it in memory (pools.Parse streams it on every core): a
+// day of logs from a busy server is hundreds of megabytes. oom says
+// whether it mentions an out-of-memory error, for memlog to read.
+func streamServingLog(in inputs.Input, a *analyze.Analyzer) (served, oom bool, err error) {
+	f, err := os.Open(in.Path)
+	if err != nil {
+		return false, false, err
+	}
+	defer f.Close()
+	head, err := io.ReadAll(io.LimitReader(f, inputs.HeadBytes))
+	if err != nil || !pools.Detect(head) {
+		return false, false, err
+	}
+	l, err := pools.Parse(io.MultiReader(bytes.NewReader(head), f))
+	if err != nil {
+		return false, false, err
+	}
+	a.AddServingLog(in, l)
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return true, false, err
+	}
+	oom, err = mentionsOOM(f)
+	return true, oom, err
+}
+
+// mentionsOOM reads r in pieces that overlap by the longest word
+// memlog.MentionsOOM looks for.
+func mentionsOOM(r io.Reader) (bool, error) {
+	buf := make([]byte, 1<<20)
+	keep := 0
+	for {
+		n, err := io.ReadFull(r, buf[keep:])
+		if memlog.MentionsOOM(buf[:keep+n]) {
+			return true, nil
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		total := keep + n
+		keep = min(memlog.MaxOOMWord-1, total)
+		copy(buf, buf[total-keep:total])
+	}
 }

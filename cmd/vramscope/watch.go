@@ -23,6 +23,7 @@ import (
 	"github.com/vramscope/vramscope/report/page"
 	"github.com/vramscope/vramscope/watch/agent"
 	"github.com/vramscope/vramscope/watch/dump"
+	"github.com/vramscope/vramscope/watch/follow"
 	"github.com/vramscope/vramscope/watch/gpu"
 	"github.com/vramscope/vramscope/watch/history"
 	"github.com/vramscope/vramscope/watch/metrics"
@@ -51,6 +52,7 @@ type watchFlags struct {
 	ui             bool
 	dump           int
 	json           bool
+	follow         string
 }
 
 func newWatchCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -75,10 +77,17 @@ it the hook's dump signal, analyzes the snapshot and attaches the finding:
 the alert then names the line. --dump PID does that once, now, and prints
 the analysis. --ui serves a live page of the node's processes at /.
 
-Exit status 2 when no NVIDIA driver is found.`,
+--follow LOG reads a serving engine's log as it is written (SGLang or vLLM;
+a file followed across rotation and truncation, or - for standard input)
+and judges its KV pool as analyze does: vramscope_pool_* metrics per pool
+and rank, and the state at /api/pools. Without a GPU it follows the log
+alone.
+
+Exit status 2 when no NVIDIA driver is found and nothing is followed.`,
 		Example: `  vramscope watch --data /var/lib/vramscope
   vramscope watch --ui --window 5m
-  vramscope watch --dump 4242`,
+  vramscope watch --dump 4242
+  vramscope watch --follow /var/log/sglang/server.log`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("dump") {
@@ -106,6 +115,7 @@ Exit status 2 when no NVIDIA driver is found.`,
 	f.BoolVar(&fl.ui, "ui", false, "serve the live page at / (it shows command lines and can ask for snapshots)")
 	f.IntVar(&fl.dump, "dump", 0, "ask process `PID` (running under the hook) for a snapshot now, print its analysis and exit")
 	f.BoolVar(&fl.json, "json", false, "with --dump, print the analysis as JSON")
+	f.StringVar(&fl.follow, "follow", "", "judge the pools of the serving log `LOG` as it is written (- for standard input)")
 	return cmd
 }
 
@@ -150,12 +160,17 @@ func runWatch(ctx context.Context, stderr io.Writer, fl watchFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 	defer stop()
 	src, err := gpu.OpenNVML()
-	if err != nil {
+	switch {
+	case err != nil && fl.follow == "":
 		// gpu.ErrNoDriver says so plainly; either way there is nothing
 		// to watch: exit 2.
 		return &inputError{msg: "watch: " + err.Error()}
+	case err != nil:
+		fmt.Fprintf(stderr, "vramscope: watch: %v: following %s alone\n", err, fl.follow)
+		src = nil
+	default:
+		defer src.Close()
 	}
-	defer src.Close()
 	// Listen before sampling, so that a busy port fails at once.
 	ln, err := net.Listen("tcp", fl.listen)
 	if err != nil {
@@ -177,10 +192,13 @@ func runWatch(ctx context.Context, stderr io.Writer, fl watchFlags) error {
 	if fl.capture {
 		capt = fl.capturer()
 	}
-	a, err := agent.New(agent.Config{Verdict: vc, Capture: fl.capture, CaptureEvery: fl.captureEvery, CompactEvery: 10 * time.Minute, Log: stderr},
-		src, fl.procReader(), store, capt)
-	if err != nil {
-		return err
+	var a *agent.Agent
+	if src != nil {
+		a, err = agent.New(agent.Config{Verdict: vc, Capture: fl.capture, CaptureEvery: fl.captureEvery, CompactEvery: 10 * time.Minute, Log: stderr},
+			src, fl.procReader(), store, capt)
+		if err != nil {
+			return err
+		}
 	}
 	hostname := fl.hostname
 	if hostname == "" {
@@ -190,18 +208,34 @@ func runWatch(ctx context.Context, stderr io.Writer, fl watchFlags) error {
 		hostname, _ = os.Hostname()
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.New(a, hostname), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	served := "metrics on http://" + ln.Addr().String() + "/metrics"
-	if fl.ui {
-		mux.Handle("/", ui.Handler(a, ui.Options{Hostname: hostname, Report: writeReportPage}))
-		served += ", page on http://" + ln.Addr().String() + "/"
+	if a != nil {
+		reg.MustRegister(metrics.New(a, hostname))
+		if fl.ui {
+			mux.Handle("/", ui.Handler(a, ui.Options{Hostname: hostname, Report: writeReportPage}))
+			served += ", page on http://" + ln.Addr().String() + "/"
+		}
+	}
+	if fl.follow != "" {
+		fo := follow.New(fl.follow, follow.Options{Poll: fl.interval, Judge: follow.DefaultOptions.Judge, Log: stderr})
+		reg.MustRegister(follow.NewCollector(fo))
+		mux.Handle("GET /api/pools", fo)
+		served += ", pools of " + fl.follow + " on http://" + ln.Addr().String() + "/api/pools"
+		go fo.Run(ctx)
 	}
 	hs := localhttp.NewServer(ln.Addr(), mux, localhttp.Options{AllowHosts: fl.allowHosts, Static: ui.Static})
 	go hs.Serve(ln)
-	fmt.Fprintf(stderr, "vramscope: watching %s (driver %s) every %v; %s\n", hostname, src.Driver(), fl.interval, served)
-	err = a.Run(ctx, fl.interval)
+	if a != nil {
+		fmt.Fprintf(stderr, "vramscope: watching %s (driver %s) every %v; %s\n", hostname, src.Driver(), fl.interval, served)
+		err = a.Run(ctx, fl.interval)
+	} else {
+		fmt.Fprintf(stderr, "vramscope: watching %s; %s\n", hostname, served)
+		<-ctx.Done()
+		err = nil
+	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	hs.Shutdown(shutdown)

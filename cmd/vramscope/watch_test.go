@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -51,5 +57,52 @@ func TestWatchReportPage(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "pid 561 (server) on gpu 0") || !strings.Contains(b.String(), "compute_next_token_logits") {
 		t.Errorf("page of %d bytes lacks the title or the leak", b.Len())
+	}
+}
+
+// TestWatchFollowWithoutDriver: on a machine without a GPU, watch
+// --follow judges the serving log alone and serves its pools' metrics.
+func TestWatchFollowWithoutDriver(t *testing.T) {
+	lib := nvml.New()
+	if lib.Init() == nvml.SUCCESS {
+		lib.Shutdown()
+		t.Skip("this machine has an NVIDIA driver; scripts/watch-e2e.sh covers it")
+	}
+	log := filepath.Join(t.TempDir(), "server.log")
+	if err := os.WriteFile(log, gunzipFile(t, "../../testdata/pools/sglang04_dp_bursty_leak.log.gz"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, io.Discard, pw, []string{"watch", "--follow", log, "--listen", "127.0.0.1:0", "--interval", "50ms"})
+		pw.Close()
+	}()
+	var url string
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() && url == "" {
+		if _, rest, ok := strings.Cut(sc.Text(), "metrics on "); ok {
+			url, _, _ = strings.Cut(rest, ",")
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	want := `vramscope_pool_leak_suspected{engine="sglang",pool="token_to_kv_pool",rank="DP1 TP0"} 1`
+	var body string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !strings.Contains(body, want); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+	}
+	if !strings.Contains(body, want) {
+		t.Errorf("metrics at %q lack %s:\n%s", url, want, body)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d", code)
 	}
 }

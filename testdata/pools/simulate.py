@@ -186,14 +186,21 @@ class Engine:
         if r.session is not None and self.rng.random() < 0.2:
             self.sessions.pop(r.session, None)  # the session closes; its node stays as cache
 
-    def truth(self):
+    def leaked(self):
         """What the bug leaked: tokens of nodes with locks never released, blocks of aborts."""
-        leaked = sum(n.tokens for n in self.nodes if n.leaked) + self.leaked_aborts
+        return sum(n.tokens for n in self.nodes if n.leaked) + self.leaked_aborts
+
+    def truth(self, others=()):
+        """What leaked, as JSON: the first rank's, and with several ranks each rank's (by its log prefix)."""
+        leaked = self.leaked()
         first = None
         if self.first_leak is not None:
             first = (self.a.t0 + datetime.timedelta(seconds=self.first_leak)).strftime("%Y-%m-%d %H:%M:%S")
-        return '{"leak": %s, "leaked_tokens": %d, "first_leak": %s}' % (
+        s = '{"leak": %s, "leaked_tokens": %d, "first_leak": %s' % (
             "true" if leaked else "false", leaked, '"%s"' % first if first else "null")
+        if others:
+            s += ', "ranks": {%s}' % ", ".join('"DP%d TP0": %d' % (e.rank, e.leaked()) for e in (self,) + tuple(others))
+        return s + "}"
 
     # logging, in each engine's format
     def stamp(self, now):
@@ -255,9 +262,9 @@ class Engine:
         return True
 
 
-def rate(load, now):
-    """Requests a second at time now."""
-    h = now / 3600.0
+def rate(load, now, period=24):
+    """Requests a second at time now; daily load repeats every period hours."""
+    h = now / 3600.0 * 24 / period
     if load == "steady":
         return 0.35
     if load == "heavy":
@@ -273,6 +280,7 @@ def main():
     p.add_argument("--engine", default="sglang-0.4", choices=["sglang-0.4", "sglang-0.5", "vllm"])
     p.add_argument("--load", default="steady", choices=["steady", "heavy", "bursty", "daily"])
     p.add_argument("--hours", type=float, default=4)
+    p.add_argument("--period", type=float, default=24, help="hours of one quiet-busy-quiet cycle of daily load")
     p.add_argument("--bug", action="store_true")
     p.add_argument("--prefix", default="tp", choices=["none", "tp", "dp"])
     p.add_argument("--seed", type=int, default=4)
@@ -305,7 +313,7 @@ def main():
     finally:
         if a.truth:
             with open(a.truth, "w") as f:
-                f.write(e.truth() + "\n")
+                f.write(e.truth(others) + "\n")
 
 
 def run(a, engines, rng, now, cyc, gen):
@@ -316,7 +324,7 @@ def run(a, engines, rng, now, cyc, gen):
         for i, e in enumerate(engines):
             if not paused:
                 # Poisson arrivals for this cycle
-                L, k, prod = math.exp(-rate(a.load, now) * CYCLE), 0, e.rng.random()
+                L, k, prod = math.exp(-rate(a.load, now, a.period) * CYCLE), 0, e.rng.random()
                 while prod > L:
                     k += 1
                     prod *= e.rng.random()
