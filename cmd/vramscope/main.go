@@ -165,6 +165,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	root.AddCommand(newRecordCommand(stdout, stderr), newHookCommand(stdout))
 	root.AddCommand(newWatchCommand(stdout, stderr))
 	root.AddCommand(newSimulateCommand(stdout, stderr))
+	root.AddCommand(newDiffCommand(stdout, stderr))
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {

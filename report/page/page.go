@@ -55,6 +55,11 @@ func WriteServed(w io.Writer, title string) error {
 }
 
 func render(w io.Writer, title string, payload template.JS) error {
+	return renderWith(w, title, payload, scripts, styles)
+}
+
+// renderWith writes page.html with the payload and the named assets.
+func renderWith(w io.Writer, title string, payload template.JS, scripts, styles []string) error {
 	v := view{Title: title, Payload: payload}
 	for _, name := range scripts {
 		b, err := fs.ReadFile(assets.FS, name)

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/vramscope/vramscope/diff"
+	"github.com/vramscope/vramscope/internal/units"
+)
+
+// writeDiff prints a comparison for people.
+func writeDiff(w io.Writer, rep *diff.Report) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("diff at the %s\n", rep.At)
+	for _, u := range rep.Unmatched {
+		p("  unmatched: %s (no such process in the other run)\n", u)
+	}
+	for _, pr := range rep.Pairs {
+		p("\n")
+		if pr.Name != "" {
+			p("%s\n", pr.Name)
+		}
+		p("  A: %s%s\n", pr.A.Path, versionText(pr.A.TorchVersion))
+		p("  B: %s%s\n", pr.B.Path, versionText(pr.B.TorchVersion))
+		if pr.TorchVersionsDiffer {
+			p("  torch versions differ: %s -> %s\n", pr.A.TorchVersion, pr.B.TorchVersion)
+		}
+		if len(pr.Settings) > 0 {
+			p("  allocator settings that differ:\n")
+			for _, s := range pr.Settings {
+				p("    %s: %s -> %s\n", s.Key, orNone(s.A), orNone(s.B))
+			}
+		}
+		for _, d := range pr.Devices {
+			writeDeviceDiff(&b, d, rep.Lines)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func versionText(v string) string {
+	if v == "" {
+		return ""
+	}
+	return " (torch " + v + ")"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(absent)"
+	}
+	return s
+}
+
+// writeDeviceDiff prints one device's headline and callsite table.
+func writeDeviceDiff(b *strings.Builder, d diff.Device, lines bool) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("\n  %s: A at %s, B at %s\n", deviceName(d), pointText(d.A), pointText(d.B))
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\t\tA\tB\tB - A\t\n")
+	row := func(label string, a, bb, delta *int64) {
+		cell := func(v *int64) string {
+			if v == nil {
+				return "-"
+			}
+			return units.Bytes(*v).String()
+		}
+		dc := "-"
+		if delta != nil {
+			dc = signed(*delta)
+		}
+		fmt.Fprintf(tw, "\t  %s\t%s\t%s\t%s\t\n", label, cell(a), cell(bb), dc)
+	}
+	row("allocated", &d.A.AllocatedBytes, &d.B.AllocatedBytes, &d.Delta.AllocatedBytes)
+	row("reserved", &d.A.ReservedBytes, &d.B.ReservedBytes, &d.Delta.ReservedBytes)
+	row("peak allocated", d.A.PeakAllocatedBytes, d.B.PeakAllocatedBytes, d.Delta.PeakAllocatedBytes)
+	row("peak reserved", d.A.PeakReservedBytes, d.B.PeakReservedBytes, d.Delta.PeakReservedBytes)
+	tw.Flush()
+	how := "lines merged; --lines to split them"
+	if lines {
+		how = "by line"
+	}
+	p("\n  by callsite (%s):\n", how)
+	writeTable(b, d.Callsites, "callsites")
+}
+
+// writeTable prints a table's rows, its rest and its unchanged rows.
+func writeTable(b *strings.Builder, t diff.Table, noun string) {
+	if len(t.Rows) == 0 {
+		fmt.Fprintf(b, "    no difference\n")
+	}
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	for _, r := range t.Rows {
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", r.Change, units.Bytes(r.ABytes), units.Bytes(r.BBytes), signed(r.DeltaBytes), r.Name)
+	}
+	if t.Rest.Rows > 0 {
+		fmt.Fprintf(tw, "    %d more\t%s\t%s\t%s\t\n", t.Rest.Rows, units.Bytes(t.Rest.ABytes), units.Bytes(t.Rest.BBytes), signed(t.Rest.DeltaBytes))
+	}
+	tw.Flush()
+	if t.Unchanged > 0 {
+		fmt.Fprintf(b, "    %s unchanged, %s on each side\n", units.Plural(t.Unchanged, strings.TrimSuffix(noun, "s")), units.Bytes(t.UnchangedBytes))
+	}
+}
+
+// deviceName names a device pair: "cuda:0", or "cuda:0 vs cuda:3" when the
+// sides are on different GPUs.
+func deviceName(d diff.Device) string {
+	name := func(s diff.DeviceSide) string {
+		if s.Device < 0 {
+			return "(none)"
+		}
+		return fmt.Sprintf("cuda:%d", s.Device)
+	}
+	if d.A.Device == d.B.Device {
+		return name(d.A)
+	}
+	return name(d.A) + " vs " + name(d.B)
+}
+
+// pointText names a side's moment.
+func pointText(s diff.DeviceSide) string {
+	switch {
+	case s.Device < 0:
+		return "nothing (no such device)"
+	case s.Event < 0:
+		return s.Label
+	}
+	return fmt.Sprintf("%s (event %d)", s.Label, s.Event)
+}

@@ -1,0 +1,224 @@
+// Package diff compares two recordings of one program's GPU memory (two
+// snapshots, two runs, two ranks or two steps) at one moment of each: the
+// allocated peak, the end, or the end of step N. It answers "what does B
+// hold that A did not?": the allocated and reserved bytes and the peaks of
+// both, the allocator settings and torch versions that differ, and the
+// live bytes by callsite, each row marked added, removed, grown or shrunk.
+//
+// Callsites are grouped without line numbers by default, and files are
+// named without the folders that differ between checkouts, so that a small
+// edit or another machine does not break the match.
+package diff
+
+import (
+	"fmt"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// Version is the JSON format's version.
+const Version = 1
+
+// Side is one side of a comparison: one process's snapshot, replayed.
+type Side struct {
+	Path      string
+	Snapshot  *snapshot.Snapshot
+	Timelines []*replay.Timeline
+	// TorchVersion is the torch that wrote it, where known (TorchVersion).
+	TorchVersion string
+	// FileStep is the step whose end the snapshot was dumped at, as its
+	// name says (step3/…pickle); nil when it does not.
+	FileStep *int
+}
+
+// Options tune a comparison. The zero value compares the peaks, grouping
+// callsites without lines and keeping every row.
+type Options struct {
+	At Moment
+	// Lines keeps line numbers in callsite keys.
+	Lines bool
+	// Top is how many rows a table keeps; the rest are summed (0: all).
+	Top int
+	// Filter decides which frames are user code; nil means the defaults.
+	Filter *callsite.Filter
+}
+
+// Report is a comparison of pairs of sides at one moment: one pair for two
+// snapshots, one per matched process for two runs.
+type Report struct {
+	Version int    `json:"version"`
+	At      string `json:"at"`
+	// Lines says whether callsites were told apart by line.
+	Lines bool   `json:"lines"`
+	Pairs []Pair `json:"pairs"`
+	// Unmatched lists the processes of one run that the other lacks.
+	Unmatched []string `json:"unmatched"`
+}
+
+// Pair compares one process's two sides.
+type Pair struct {
+	// Name is the process both sides are ("rank0"), or, for sides of
+	// different processes, both names ("rank0 vs rank3"); "" for two files.
+	Name     string    `json:"name"`
+	A        SideInfo  `json:"a"`
+	B        SideInfo  `json:"b"`
+	Settings []Setting `json:"settings"`
+	// TorchVersionsDiffer is set when both versions are known and differ.
+	TorchVersionsDiffer bool     `json:"torch_versions_differ"`
+	Devices             []Device `json:"devices"`
+}
+
+// SideInfo names one side's file.
+type SideInfo struct {
+	Path         string `json:"path"`
+	TorchVersion string `json:"torch_version"`
+}
+
+// Device compares one device of both sides at the moment.
+type Device struct {
+	A DeviceSide `json:"a"`
+	B DeviceSide `json:"b"`
+	// Delta is B minus A; its peaks are null when a side has no trace.
+	Delta     Totals `json:"delta"`
+	Callsites Table  `json:"callsites"`
+}
+
+// DeviceSide is one side's device at the moment.
+type DeviceSide struct {
+	// Device is the CUDA ordinal; -1 when this side has no such device.
+	Device int `json:"device"`
+	Point
+	Totals
+}
+
+// Totals are the allocated and reserved bytes at the moment, and the
+// trace's peaks (null without a trace).
+type Totals struct {
+	AllocatedBytes     int64  `json:"allocated_bytes"`
+	ReservedBytes      int64  `json:"reserved_bytes"`
+	PeakAllocatedBytes *int64 `json:"peak_allocated_bytes"`
+	PeakReservedBytes  *int64 `json:"peak_reserved_bytes"`
+}
+
+// minus is t - o; a peak only where both have one.
+func (t Totals) minus(o Totals) Totals {
+	d := Totals{AllocatedBytes: t.AllocatedBytes - o.AllocatedBytes, ReservedBytes: t.ReservedBytes - o.ReservedBytes}
+	sub := func(x, y *int64) *int64 {
+		if x == nil || y == nil {
+			return nil
+		}
+		v := *x - *y
+		return &v
+	}
+	d.PeakAllocatedBytes = sub(t.PeakAllocatedBytes, o.PeakAllocatedBytes)
+	d.PeakReservedBytes = sub(t.PeakReservedBytes, o.PeakReservedBytes)
+	return d
+}
+
+// Compare compares a and b at opts.At.
+func Compare(name string, a, b *Side, opts Options) (Pair, error) {
+	if opts.Filter == nil {
+		// Empty patterns cannot fail to compile.
+		opts.Filter, _ = callsite.NewFilter("", "")
+	}
+	p := Pair{
+		Name:     name,
+		A:        SideInfo{Path: a.Path, TorchVersion: a.TorchVersion},
+		B:        SideInfo{Path: b.Path, TorchVersion: b.TorchVersion},
+		Settings: settingsDiff(a.Snapshot.Settings, b.Snapshot.Settings),
+		Devices:  []Device{},
+	}
+	p.TorchVersionsDiffer = a.TorchVersion != "" && b.TorchVersion != "" && a.TorchVersion != b.TorchVersion
+	for _, dp := range pairDevices(a.Timelines, b.Timelines) {
+		da, err := measure(a, dp[0], opts)
+		if err != nil {
+			return Pair{}, fmt.Errorf("%s: %w", a.Path, err)
+		}
+		db, err := measure(b, dp[1], opts)
+		if err != nil {
+			return Pair{}, fmt.Errorf("%s: %w", b.Path, err)
+		}
+		p.Devices = append(p.Devices, Device{
+			A: da.side, B: db.side,
+			Delta:     db.side.Totals.minus(da.side.Totals),
+			Callsites: newTable(da.sites, db.sites, opts.Top),
+		})
+	}
+	return p, nil
+}
+
+// pairDevices pairs the devices of both sides: the one device of each when
+// each has one (two ranks on their own GPUs), else by ordinal, with nil
+// for a device one side lacks.
+func pairDevices(a, b []*replay.Timeline) [][2]*replay.Timeline {
+	if len(a) == 1 && len(b) == 1 {
+		return [][2]*replay.Timeline{{a[0], b[0]}}
+	}
+	var out [][2]*replay.Timeline
+	for _, ta := range a {
+		var match *replay.Timeline
+		for _, tb := range b {
+			if tb.Device == ta.Device {
+				match = tb
+			}
+		}
+		out = append(out, [2]*replay.Timeline{ta, match})
+	}
+	for _, tb := range b {
+		found := false
+		for _, ta := range a {
+			found = found || ta.Device == tb.Device
+		}
+		if !found {
+			out = append(out, [2]*replay.Timeline{nil, tb})
+		}
+	}
+	return out
+}
+
+// measured is one side's device at the moment: its totals and its live
+// blocks grouped by callsite.
+type measured struct {
+	side  DeviceSide
+	sites map[string]*group
+}
+
+// measure takes side s's device tl (nil: the side lacks it) at the moment.
+func measure(s *Side, tl *replay.Timeline, opts Options) (measured, error) {
+	m := measured{side: DeviceSide{Device: -1}, sites: map[string]*group{}}
+	if tl == nil {
+		return m, nil
+	}
+	pt, err := locate(s.Snapshot, tl, opts.Filter, opts.At, s.FileStep)
+	if err != nil {
+		return m, err
+	}
+	at := tl.At(pt.Event)
+	m.side = DeviceSide{Device: tl.Device, Point: pt, Totals: Totals{AllocatedBytes: at.Allocated, ReservedBytes: at.Reserved}}
+	if tl.Len() > 0 {
+		pa, pr := tl.Peak(replay.Allocated).Bytes, tl.Peak(replay.Reserved).Bytes
+		m.side.PeakAllocatedBytes, m.side.PeakReservedBytes = &pa, &pr
+	}
+	placer := diagnose.NewPlacer(s.Snapshot, tl, opts.Filter)
+	for _, k := range tl.LiveAt(pt.Event) {
+		a := tl.Allocation(k)
+		if !a.AllocatedAt(pt.Event) {
+			continue // pending free: not allocated
+		}
+		pl := placer.Allocation(k)
+		key := groupPlace(pl, opts.Lines)
+		g := m.sites[key.Key()]
+		if g == nil {
+			g = &group{name: key.String(), loose: loosePlace(pl).Key()}
+			m.sites[key.Key()] = g
+		}
+		g.add(a.Size, pl)
+	}
+	for _, g := range m.sites {
+		g.place = newPlace(g.at, placer.Frames(g.at))
+	}
+	return m, nil
+}
