@@ -45,10 +45,10 @@ func newPlace(pl diagnose.Place, stack []snapshot.Frame) *Place {
 	return p
 }
 
-// loosePlace is pl with its files dropped as well as its lines: the
-// same functions in a renamed file.
+// loosePlace is pl with its files dropped as well as its lines: the same
+// functions in a renamed file.
 func loosePlace(pl diagnose.Place) diagnose.Place {
-	pl = groupPlace(pl, false)
+	pl = groupPlace(pl, false) // copies Backward
 	pl.Site.Frame.Filename = ""
 	pl.Origin.Frame.Filename = ""
 	if pl.Backward != nil {
@@ -59,7 +59,9 @@ func loosePlace(pl diagnose.Place) diagnose.Place {
 
 // groupPlace is the place that groups pl: with lines false, every frame's
 // line is dropped, so that an edit that moves code does not break the
-// match; and each file is named from its installed package on
+// match, and so is the autograd node of a block allocated in backward,
+// which only stacks="all" names (its row is then the backward() call);
+// and each file is named from its installed package on
 // (transformers/loss/loss_utils.py) or by its base name (train.py), so
 // that two checkouts of one program in different folders match. Its Key
 // is the row's key and its String the row's name.
@@ -77,6 +79,9 @@ func groupPlace(pl diagnose.Place, lines bool) diagnose.Place {
 	if pl.Backward != nil {
 		b := *pl.Backward
 		b.Site.Frame = fix(b.Site.Frame)
+		if !lines {
+			b.Node = ""
+		}
 		pl.Backward = &b
 	}
 	return pl

@@ -64,8 +64,8 @@ func settingsDiff(a, b *snapshot.AllocatorSettings) []Setting {
 
 // settingValue writes a decoded setting: Python's True/False, -1 for
 // "unlimited" as torch writes it, a dict as {k: v, ...} in numeric key
-// order (roundup_power2_divisions' keys are sizes in MiB), and the empty
-// configuration string as ''.
+// order (roundup_power2_divisions' keys are sizes in MiB), and strings
+// quoted, so that an empty configuration string shows.
 func settingValue(v any) string {
 	switch x := v.(type) {
 	case bool:

@@ -233,3 +233,7 @@ func byBytes(a, b SiteBytes) int {
 	}
 	return cmp.Compare(a.Site, b.Site)
 }
+
+// Filter is the callsite filter the Builder names callsites with, for the
+// views that the served UI computes beside it (a diff of two snapshots).
+func (b *Builder) Filter() *callsite.Filter { return b.opts.Filter }

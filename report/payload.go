@@ -160,18 +160,3 @@ type SiteSeries struct {
 	Leak  bool    `json:"leak"`
 	Bytes []int64 `json:"bytes"`
 }
-
-// Diff compares the live bytes per callsite at the end of two snapshots.
-type Diff struct {
-	Base  string    `json:"base"`
-	Other string    `json:"other"`
-	Rows  []DiffRow `json:"rows"`
-}
-
-// DiffRow is one callsite's bytes in both snapshots.
-type DiffRow struct {
-	Site  string `json:"site"`
-	Base  int64  `json:"base"`
-	Other int64  `json:"other"`
-	Delta int64  `json:"delta"`
-}

@@ -19,11 +19,11 @@ import (
 // before the code using them.
 var (
 	scripts = []string{
-		"app/errors.js",
+		"app/errors.js", "app/util.js",
 		"vendor/uPlot.iife.min.js", "vendor/d3.min.js", "vendor/d3-flamegraph.umd.min.js",
-		"app/model.js", "app/allocstate.js", "app/app.js",
+		"app/model.js", "app/allocstate.js", "app/diff.js", "app/app.js",
 	}
-	styles = []string{"vendor/uPlot.min.css", "app/app.css"}
+	styles = []string{"vendor/uPlot.min.css", "app/app.css", "app/diff.css"}
 )
 
 // view is page.html's data. The assets are ours, embedded in the binary,
