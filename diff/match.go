@@ -124,22 +124,20 @@ func Match(a, b []Process) (pairs [][2]Process, unmatched []string) {
 }
 
 // Pick returns the snapshot of p to compare at m, and the step whose end it
-// was dumped at (nil when its name carries none). At step N, when p's
-// names carry steps, that is the dump of step N; otherwise the last
-// snapshot, whose trace reaches furthest, in which step N is then looked
-// for.
-func (p Process) Pick(m Moment) (inputs.Input, *int, error) {
+// was dumped at (nil when its name carries none): at step N, the dump of
+// step N where p's names carry it; otherwise the last snapshot, whose
+// trace reaches furthest (and in which step N is then looked for).
+func (p Process) Pick(m Moment) (inputs.Input, *int) {
 	in := p.Inputs[len(p.Inputs)-1]
-	if m.Kind == Step && slices.ContainsFunc(p.Inputs, func(in inputs.Input) bool { return in.HasStep }) {
-		var err error
-		if in, err = p.Dump(m.Step); err != nil {
-			return in, nil, err
+	if m.Kind == Step {
+		if d, err := p.Dump(m.Step); err == nil {
+			in = d
 		}
 	}
 	if in.HasStep {
-		return in, &in.Step, nil
+		return in, &in.Step
 	}
-	return in, nil, nil
+	return in, nil
 }
 
 // Dump returns the snapshot of p dumped at the end of step n (the last

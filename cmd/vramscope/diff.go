@@ -221,9 +221,9 @@ func diffPairs(stderr io.Writer, args []string, fl diffFlags, at diff.Moment) ([
 		}
 		return diff.Processes(ins), nil
 	}
-	pick := func(p diff.Process) (sideInput, error) {
-		in, step, err := p.Pick(at)
-		return sideInput{in, step}, err
+	pick := func(p diff.Process) sideInput {
+		in, step := p.Pick(at)
+		return sideInput{in, step}
 	}
 	var out []sidePair
 	switch {
@@ -290,22 +290,14 @@ func diffPairs(stderr io.Writer, args []string, fl diffFlags, at diff.Moment) ([
 }
 
 // matched pairs two runs' processes and picks each one's snapshot.
-func matched(as, bs []diff.Process, pick func(diff.Process) (sideInput, error), name func(a, b diff.Process) string) ([]sidePair, []string, error) {
+func matched(as, bs []diff.Process, pick func(diff.Process) sideInput, name func(a, b diff.Process) string) ([]sidePair, []string, error) {
 	procs, unmatched := diff.Match(as, bs)
 	if len(procs) == 0 {
 		return nil, nil, &inputError{msg: "no process of A matches one of B: " + strings.Join(unmatched, ", ")}
 	}
 	var out []sidePair
 	for _, pp := range procs {
-		a, err := pick(pp[0])
-		if err != nil {
-			return nil, nil, &inputError{msg: "A: " + err.Error()}
-		}
-		b, err := pick(pp[1])
-		if err != nil {
-			return nil, nil, &inputError{msg: "B: " + err.Error()}
-		}
-		out = append(out, sidePair{name(pp[0], pp[1]), a, b})
+		out = append(out, sidePair{name(pp[0], pp[1]), pick(pp[0]), pick(pp[1])})
 	}
 	return out, unmatched, nil
 }
