@@ -98,7 +98,7 @@ func writeTable(b *strings.Builder, t diff.Table, noun string) {
 		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", r.Change, units.Bytes(r.ABytes), units.Bytes(r.BBytes), signed(r.DeltaBytes), r.Name)
 	}
 	if t.Rest.Rows > 0 {
-		fmt.Fprintf(tw, "    %d more\t%s\t%s\t%s\t\n", t.Rest.Rows, units.Bytes(t.Rest.ABytes), units.Bytes(t.Rest.BBytes), signed(t.Rest.DeltaBytes))
+		fmt.Fprintf(tw, "    %d more\t%s\t%s\t%s\n", t.Rest.Rows, units.Bytes(t.Rest.ABytes), units.Bytes(t.Rest.BBytes), signed(t.Rest.DeltaBytes))
 	}
 	tw.Flush()
 	if t.Unchanged > 0 {
