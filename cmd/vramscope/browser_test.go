@@ -309,7 +309,7 @@ func TestBrowserServe(t *testing.T) {
 	url := base + "?at=2:0:150&diff=0,2"
 	dom := chromium(t, url, "1000", "--dump-dom")
 	checkPage(t, dom, "leak", 1, map[string]int{"timeline": 1, "state": 1, "flame": 1})
-	for _, want := range []string{"event 150: ", "<th>change</th>"} {
+	for _, want := range []string{"event 150: ", "<th>change</th>", "Diff at the peak", "compute_next_token_logits (leak_closure.py)"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("served UI lacks %q: the on-demand state or diff did not load", want)
 		}
