@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"github.com/vramscope/vramscope/internal/testutil"
@@ -136,6 +137,105 @@ func TestTruthCategorised(t *testing.T) {
 			t.Logf("%s peak: %d bytes, %.2f%% categorised: %v", name, tab.Total, 100*share, tab.Rows)
 			if share < 0.95 {
 				t.Errorf("%.1f%% of the peak categorised, want >= 95%%", 100*share)
+			}
+		})
+	}
+}
+
+// profileLive is torch's live tensors at time tNS by its profiler's
+// timeline: storage pointer -> category and bytes.
+func (tr *truth) profileLive(tNS int64) map[uint64]profTensor {
+	live := map[uint64]profTensor{}
+	for _, e := range tr.profile {
+		if int64(e[0].(float64)) > tNS {
+			break
+		}
+		if e[4] == nil {
+			continue
+		}
+		ptr, n, c := uint64(e[4].(float64)), int64(e[2].(float64)), e[3].(string)
+		p := live[ptr]
+		if n > 0 {
+			p.category = c
+		}
+		p.bytes += n
+		if p.bytes <= 0 {
+			delete(live, ptr)
+			continue
+		}
+		live[ptr] = p
+	}
+	return live
+}
+
+type profTensor struct {
+	category string
+	bytes    int64
+}
+
+// eventAt is the last trace event at or before tNS.
+func (tr *truth) eventAt(tNS int64) int {
+	tl := tr.b.Timeline()
+	us := tNS / 1000
+	return sort.Search(tl.Len(), func(i int) bool { return tl.Trace.At(i).TimeUS > us }) - 1
+}
+
+// TestTruthProfile compares the categories with torch's profiler memory
+// timeline at several moments (its peak and quarters of its span), aligned
+// by storage pointer: of the bytes torch files as parameter, gradient or
+// optimizer state, at least 98% must be in blocks of the same category
+// here. Where torch says unknown (or autograd_detail), the test only logs
+// what the breakdown made of them.
+func TestTruthProfile(t *testing.T) {
+	for _, name := range truthRuns {
+		t.Run(name, func(t *testing.T) {
+			tr := loadTruth(t, name)
+			if len(tr.profile) == 0 {
+				t.Fatalf("%s: no profiler timeline", name)
+			}
+			var first, last, peakT, cur, peak int64
+			for _, e := range tr.profile {
+				ts := int64(e[0].(float64))
+				if ts < 0 {
+					continue
+				}
+				if first == 0 {
+					first = ts
+				}
+				last = ts
+				if cur += int64(e[2].(float64)); cur > peak {
+					peak, peakT = cur, ts
+				}
+			}
+			tl := tr.b.Timeline()
+			for _, tNS := range []int64{peakT, first + (last-first)/4, first + (last-first)/2, first + 3*(last-first)/4} {
+				i := tr.eventAt(tNS)
+				mine := map[uint64]Category{}
+				for k := range tr.b.Len() {
+					if a := tl.Allocation(k); a.AllocatedAt(i) {
+						mine[a.Addr] = tr.b.Label(k).Category
+					}
+				}
+				agree := map[string][2]int64{} // torch category -> {bytes, bytes here in the same category}
+				other := map[string]int64{}
+				for ptr, p := range tr.profileLive(tNS) {
+					got, ok := mine[ptr]
+					v := agree[p.category]
+					v[0] += p.bytes
+					if ok && string(got) == p.category {
+						v[1] += p.bytes
+					}
+					agree[p.category] = v
+					if string(got) != p.category {
+						other[fmt.Sprintf("%s->%s", p.category, got)] += p.bytes
+					}
+				}
+				t.Logf("%s at t=%d (event %d): torch {category: [bytes, same here]} %v; elsewhere %v", name, tNS, i, agree, other)
+				for _, c := range []string{"parameter", "gradient", "optimizer_state"} {
+					if v := agree[c]; v[0] > 0 && float64(v[1]) < 0.98*float64(v[0]) {
+						t.Errorf("%s at t=%d: torch's %s %d bytes, %d of them (%.1f%%) %s here", name, tNS, c, v[0], v[1], 100*float64(v[1])/float64(v[0]), c)
+					}
+				}
 			}
 		})
 	}
