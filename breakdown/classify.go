@@ -235,7 +235,7 @@ func (c *classifier) label(a *replay.Allocation) Label {
 	if l.Category == "" {
 		l = c.stageB(a, si, start, free, kept, freePhase)
 	}
-	if l.Category == Activation || l.Category == Temporary || l.Category == Input || l.Category == Workspace {
+	if l.Category == Activation || l.Category == Temporary {
 		l.Module = c.module(si, start)
 	}
 	return l
@@ -323,8 +323,9 @@ func (c *classifier) stageB(a *replay.Allocation, si *stackInfo, start, free int
 		}
 		return Label{Category: Temporary, Rule: "phase.backward_other", Evidence: ev + "; not parameter-sized"}
 	case phaseTop:
-		firstForward := len(c.forwards) > 0 && c.forwards[0] < start
-		if kept && !firstForward {
+		// With no module forward in the trace there is no model to own
+		// what setup code keeps.
+		if kept && len(c.forwards) > 0 && c.forwards[0] > start {
 			return Label{Category: Parameter, Rule: "phase.setup_kept", Evidence: ev + ", before the first forward"}
 		}
 		if k := sort.SearchInts(c.forwards, start); k < len(c.forwards) && c.forwards[k] < free {
