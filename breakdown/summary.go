@@ -23,12 +23,7 @@ type Summary struct {
 
 // Summary returns the category totals at a.
 func (b *Breakdown) Summary(a At) Summary {
-	t := b.Table(a.Event, ByCategory)
-	s := Summary{Device: b.Device, At: a, TotalBytes: t.Total, Categories: make(map[Category]int64, len(t.Rows))}
-	for _, r := range t.Rows {
-		s.Categories[r.Category] = r.Bytes
-	}
-	return s
+	return b.summary(a, b.summaries([]int{a.Event})[0])
 }
 
 // Describe says what a table's largest categories are, for a sentence:

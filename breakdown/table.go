@@ -175,42 +175,16 @@ func (b *Breakdown) Series(n int, by By, top int) Series {
 		}
 	default:
 		s.By = ByCategory
-		idx := map[Category]int{}
 		for _, c := range b.categories {
-			idx[c] = len(s.Names)
 			s.Names = append(s.Names, string(c))
 		}
-		for k, l := range b.labels {
-			group[k] = idx[l.Category]
-		}
+		group = b.categoryGroups()
 	}
 	if events == 0 || n <= 0 {
 		return s
 	}
-	// delta[i] is the change event i makes: an alloc adds its block, a
-	// free_requested removes it.
-	type delta struct {
-		group int32
-		bytes int64
-	}
-	deltas := make([]delta, events)
-	cur := make([]int64, len(s.Names))
-	for k := range b.of {
-		start, free, _ := tl.Lifetime(k)
-		g := int32(group[b.of[k]])
-		a := tl.Allocation(k)
-		if start < 0 {
-			if free > 0 {
-				cur[g] += int64(a.Size)
-			}
-		} else {
-			deltas[start] = delta{g, int64(a.Size)}
-		}
-		if free >= 0 && free < events {
-			deltas[free] = delta{g, -int64(a.Size)}
-		}
-	}
 	n = min(n, events)
+	var at []int
 	for bk := range n {
 		first, last := bk*events/n, (bk+1)*events/n-1
 		best, bestV := first, int64(-1)
@@ -219,12 +193,50 @@ func (b *Breakdown) Series(n int, by By, top int) Series {
 				best, bestV = i, v
 			}
 		}
-		for i := first; i <= last; i++ {
-			cur[deltas[i].group] += deltas[i].bytes
-			if i == best {
-				s.Points = append(s.Points, Point{Index: i, TimeUS: tl.Trace.At(i).TimeUS, Bytes: slices.Clone(cur)})
-			}
-		}
+		at = append(at, best)
+	}
+	for k, bytes := range b.sweep(at, group, len(s.Names)) {
+		s.Points = append(s.Points, Point{Index: at[k], TimeUS: tl.Trace.At(at[k]).TimeUS, Bytes: bytes})
 	}
 	return s
+}
+
+// sweep returns, for each event of at (ascending), the allocated bytes of
+// each of n groups right after it, group[l] being label l's group: one
+// pass over the allocations and the events, however many moments.
+func (b *Breakdown) sweep(at []int, group []int, n int) [][]int64 {
+	tl := b.tl
+	events := tl.Len()
+	// delta[i] is the change event i makes: an alloc adds its block, a
+	// free_requested removes it.
+	type delta struct {
+		group int32
+		bytes int64
+	}
+	deltas := make([]delta, events)
+	cur := make([]int64, n)
+	for k := range b.of {
+		start, free, _ := tl.Lifetime(k)
+		g := int32(group[b.of[k]])
+		size := int64(tl.Allocation(k).Size)
+		if start < 0 {
+			if free >= 0 {
+				cur[g] += size
+			}
+		} else {
+			deltas[start] = delta{g, size}
+		}
+		if free >= 0 && free < events {
+			deltas[free] = delta{g, -size}
+		}
+	}
+	out := make([][]int64, 0, len(at))
+	i := 0
+	for _, e := range at {
+		for ; i <= e && i < events; i++ {
+			cur[deltas[i].group] += deltas[i].bytes
+		}
+		out = append(out, slices.Clone(cur))
+	}
+	return out
 }
