@@ -169,6 +169,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	root.SetArgs(args)
 	root.AddCommand(newStatsCommand(stdout, stderr))
 	root.AddCommand(newStepsCommand(stdout, stderr))
+	root.AddCommand(newBreakdownCommand(stdout, stderr))
 	root.AddCommand(newExplainCommand(stdout, stderr))
 	root.AddCommand(newOOMCommand(stdout))
 	root.AddCommand(newAnalyzeCommand(stdout, stderr))
