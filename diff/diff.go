@@ -3,7 +3,8 @@
 // allocated peak, the end, or the end of step N. It answers "what does B
 // hold that A did not?": the allocated and reserved bytes and the peaks of
 // both, the allocator settings and torch versions that differ, and the
-// live bytes by callsite, each row marked added, removed, grown or shrunk.
+// live bytes by callsite, by category and by module (as package breakdown
+// labels each block), each row marked added, removed, grown or shrunk.
 //
 // Callsites are grouped without line numbers by default, and files are
 // named without the folders that differ between checkouts, so that a small
@@ -13,6 +14,7 @@ package diff
 import (
 	"fmt"
 
+	"github.com/vramscope/vramscope/breakdown"
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/replay"
@@ -34,10 +36,14 @@ type Side struct {
 	FileStep *int
 }
 
-// Options tune a comparison. The zero value compares the peaks, grouping
-// callsites without lines and keeping every row.
+// Options tune a comparison. The zero value compares the peaks by
+// callsite (without lines), category and module, keeping every row.
 type Options struct {
 	At Moment
+	// By are the tables to make (nil: callsite, category and module).
+	By []breakdown.By
+	// Rules are the user's category rules (breakdown.ParseRules).
+	Rules []breakdown.Rule
 	// Lines keeps line numbers in callsite keys.
 	Lines bool
 	// Top is how many rows a table keeps; the rest are summed (0: all).
@@ -77,14 +83,20 @@ type SideInfo struct {
 	TorchVersion string `json:"torch_version"`
 }
 
-// Device compares one device of both sides at the moment.
+// Device compares one device of both sides at the moment. Each table is
+// nil unless Options.By asked for it.
 type Device struct {
 	A DeviceSide `json:"a"`
 	B DeviceSide `json:"b"`
 	// Delta is B minus A; its peaks are null when a side has no trace.
-	Delta     Totals `json:"delta"`
-	Callsites Table  `json:"callsites"`
+	Delta      Totals `json:"delta"`
+	Callsites  *Table `json:"callsites,omitempty"`
+	Categories *Table `json:"categories,omitempty"`
+	Modules    *Table `json:"modules,omitempty"`
 }
+
+// AllBy are the tables a comparison makes by default, in display order.
+var AllBy = []breakdown.By{breakdown.ByCallsite, breakdown.ByCategory, breakdown.ByModule}
 
 // DeviceSide is one side's device at the moment.
 type DeviceSide struct {
@@ -124,6 +136,9 @@ func Compare(name string, a, b *Side, opts Options) (Pair, error) {
 		// Empty patterns cannot fail to compile.
 		opts.Filter, _ = callsite.NewFilter("", "")
 	}
+	if opts.By == nil {
+		opts.By = AllBy
+	}
 	p := Pair{
 		Name:     name,
 		A:        SideInfo{Path: a.Path, TorchVersion: a.TorchVersion},
@@ -141,11 +156,19 @@ func Compare(name string, a, b *Side, opts Options) (Pair, error) {
 		if err != nil {
 			return Pair{}, fmt.Errorf("%s: %w", b.Path, err)
 		}
-		p.Devices = append(p.Devices, Device{
-			A: da.side, B: db.side,
-			Delta:     db.side.Totals.minus(da.side.Totals),
-			Callsites: newTable(da.sites, db.sites, opts.Top),
-		})
+		dev := Device{A: da.side, B: db.side, Delta: db.side.Totals.minus(da.side.Totals)}
+		for _, by := range opts.By {
+			t := newTable(da.groups[by], db.groups[by], opts.Top)
+			switch by {
+			case breakdown.ByCallsite:
+				dev.Callsites = &t
+			case breakdown.ByCategory:
+				dev.Categories = &t
+			case breakdown.ByModule:
+				dev.Modules = &t
+			}
+		}
+		p.Devices = append(p.Devices, dev)
 	}
 	return p, nil
 }
@@ -180,15 +203,15 @@ func pairDevices(a, b []*replay.Timeline) [][2]*replay.Timeline {
 }
 
 // measured is one side's device at the moment: its totals and its live
-// blocks grouped by callsite.
+// blocks grouped each way asked for.
 type measured struct {
-	side  DeviceSide
-	sites map[string]*group
+	side   DeviceSide
+	groups map[breakdown.By]map[string]*group
 }
 
 // measure takes side s's device tl (nil: the side lacks it) at the moment.
 func measure(s *Side, tl *replay.Timeline, opts Options) (measured, error) {
-	m := measured{side: DeviceSide{Device: -1}, sites: map[string]*group{}}
+	m := measured{side: DeviceSide{Device: -1}, groups: map[breakdown.By]map[string]*group{}}
 	if tl == nil {
 		return m, nil
 	}
@@ -202,23 +225,53 @@ func measure(s *Side, tl *replay.Timeline, opts Options) (measured, error) {
 		pa, pr := tl.Peak(replay.Allocated).Bytes, tl.Peak(replay.Reserved).Bytes
 		m.side.PeakAllocatedBytes, m.side.PeakReservedBytes = &pa, &pr
 	}
-	placer := diagnose.NewPlacer(s.Snapshot, tl, opts.Filter)
-	for _, k := range tl.LiveAt(pt.Event) {
+	var labels *breakdown.Breakdown
+	for _, by := range opts.By {
+		switch by {
+		case breakdown.ByCallsite:
+			m.groups[by] = callsites(s.Snapshot, tl, pt.Event, opts)
+		case breakdown.ByCategory, breakdown.ByModule:
+			if labels == nil {
+				labels = breakdown.Classify(s.Snapshot, tl, breakdown.Options{Filter: opts.Filter, Rules: opts.Rules, Source: &callsite.Source{}})
+			}
+			m.groups[by] = labelled(labels.Table(pt.Event, by))
+		}
+	}
+	return m, nil
+}
+
+// callsites groups the blocks allocated right after event i by place.
+func callsites(sn *snapshot.Snapshot, tl *replay.Timeline, i int, opts Options) map[string]*group {
+	groups := map[string]*group{}
+	placer := diagnose.NewPlacer(sn, tl, opts.Filter)
+	for _, k := range tl.LiveAt(i) {
 		a := tl.Allocation(k)
-		if !a.AllocatedAt(pt.Event) {
+		if !a.AllocatedAt(i) {
 			continue // pending free: not allocated
 		}
 		pl := placer.Allocation(k)
 		key := groupPlace(pl, opts.Lines)
-		g := m.sites[key.Key()]
+		g := groups[key.Key()]
 		if g == nil {
 			g = &group{name: key.String(), loose: loosePlace(pl).Key()}
-			m.sites[key.Key()] = g
+			groups[key.Key()] = g
 		}
 		g.add(a.Size, pl)
 	}
-	for _, g := range m.sites {
+	for _, g := range groups {
 		g.place = newPlace(g.at, placer.Frames(g.at))
 	}
-	return m, nil
+	return groups
+}
+
+// labelled is a breakdown table's rows as groups; empty rows (a category
+// table lists every category) are left out.
+func labelled(t breakdown.Table) map[string]*group {
+	groups := map[string]*group{}
+	for _, r := range t.Rows {
+		if r.Bytes != 0 {
+			groups[r.Name] = &group{name: r.Name, bytes: r.Bytes, blocks: r.Blocks}
+		}
+	}
+	return groups
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vramscope/vramscope/breakdown"
 	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/internal/testutil"
 	"github.com/vramscope/vramscope/replay"
@@ -76,30 +77,37 @@ func compare(t *testing.T, a, b string, opts Options) Device {
 		t.Fatalf("%d devices, want 1", len(p.Devices))
 	}
 	d := p.Devices[0]
-	checkSums(t, d)
+	if opts.By == nil {
+		checkSums(t, d)
+	}
 	return d
 }
 
-// checkSums asserts that a table accounts for every allocated byte at the
-// moment on both sides: its rows, its rest and its unchanged rows.
+// checkSums asserts that each table accounts for every allocated byte at
+// the moment on both sides: its rows, its rest and its unchanged rows.
 func checkSums(t *testing.T, d Device) {
 	t.Helper()
-	tb := d.Callsites
-	sa, sb := tb.Rest.ABytes+tb.UnchangedBytes, tb.Rest.BBytes+tb.UnchangedBytes
-	for _, r := range tb.Rows {
-		sa += r.ABytes
-		sb += r.BBytes
-		if r.DeltaBytes != r.BBytes-r.ABytes || r.Change != changeOf(r.ABytes, r.BBytes) {
-			t.Errorf("row %s: delta %d, change %s for %d -> %d", r.Name, r.DeltaBytes, r.Change, r.ABytes, r.BBytes)
+	for name, tb := range map[string]*Table{"callsite": d.Callsites, "category": d.Categories, "module": d.Modules} {
+		if tb == nil {
+			t.Errorf("no %s table", name)
+			continue
 		}
-	}
-	if sa != d.A.AllocatedBytes || sb != d.B.AllocatedBytes {
-		t.Errorf("callsite rows sum to %d and %d, allocated at the moment %d and %d", sa, sb, d.A.AllocatedBytes, d.B.AllocatedBytes)
+		sa, sb := tb.Rest.ABytes+tb.UnchangedBytes, tb.Rest.BBytes+tb.UnchangedBytes
+		for _, r := range tb.Rows {
+			sa += r.ABytes
+			sb += r.BBytes
+			if r.DeltaBytes != r.BBytes-r.ABytes || r.Change != changeOf(r.ABytes, r.BBytes) {
+				t.Errorf("%s row %s: delta %d, change %s for %d -> %d", name, r.Name, r.DeltaBytes, r.Change, r.ABytes, r.BBytes)
+			}
+		}
+		if sa != d.A.AllocatedBytes || sb != d.B.AllocatedBytes {
+			t.Errorf("%s rows sum to %d and %d, allocated at the moment %d and %d", name, sa, sb, d.A.AllocatedBytes, d.B.AllocatedBytes)
+		}
 	}
 }
 
 // row finds the row whose name starts with prefix.
-func row(t *testing.T, tb Table, prefix string) Row {
+func row(t *testing.T, tb *Table, prefix string) Row {
 	t.Helper()
 	for _, r := range tb.Rows {
 		if strings.HasPrefix(r.Name, prefix) {
@@ -277,5 +285,47 @@ func TestStacksPythonAgainstAll(t *testing.T) {
 		if !found {
 			t.Errorf("no added row for %s", node)
 		}
+	}
+}
+
+// train_deep_leak keeps each iteration's logits (the LM head's output,
+// allocated under the model's forward); train_deep does not. At the end the
+// difference is torch's memory_allocated difference, all of it activation
+// of the model's forward: 5 iterations' logits.
+func TestTrainDeepLeakByCategory(t *testing.T) {
+	d := compare(t, "train_deep/train_deep.pickle.gz", "train_deep_leak/train_deep_leak.pickle.gz", Options{At: Moment{Kind: End}})
+	want := jsonNumber(t, "train_deep_leak/train_deep_leak.pickle.json", "memory_allocated") - jsonNumber(t, "train_deep/train_deep.pickle.json", "memory_allocated")
+	if d.Delta.AllocatedBytes != want {
+		t.Errorf("delta %d, torch's memory_allocated delta %d", d.Delta.AllocatedBytes, want)
+	}
+	logits := jsonNumber(t, "train_deep_leak/expected.json", "logits_bytes")
+	iterations := jsonNumber(t, "train_deep_leak/expected.json", "iterations")
+	for _, c := range []struct {
+		table *Table
+		name  string
+	}{
+		{d.Categories, "activation"},
+		{d.Callsites, "forward (_deep.py)"},
+		{d.Modules, "TinyGPT > "},
+	} {
+		r := row(t, c.table, c.name)
+		if r.Change != Added || r.DeltaBytes != want || int64(r.BBlocks) != iterations || r.BBytes < iterations*logits {
+			t.Errorf("%s: %s %d bytes in %d blocks; want added %d in %d blocks of the %d-byte logits", c.name, r.Change, r.DeltaBytes, r.BBlocks, want, iterations, logits)
+		}
+		if len(c.table.Rows) != 1 {
+			t.Errorf("%s table: %d rows, want the one", c.name, len(c.table.Rows))
+		}
+	}
+}
+
+// By limits the tables; without category and module nothing is labelled.
+func TestOptionsBy(t *testing.T) {
+	p, err := Compare("", side(t, "peak_chunked/peak_chunked.pickle.gz"), side(t, "peak_upcast/peak_upcast.pickle.gz"), Options{By: []breakdown.By{breakdown.ByCategory}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := p.Devices[0]
+	if d.Callsites != nil || d.Modules != nil || d.Categories == nil {
+		t.Errorf("tables: callsite %v, category %v, module %v; want the category table alone", d.Callsites != nil, d.Categories != nil, d.Modules != nil)
 	}
 }

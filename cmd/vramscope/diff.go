@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/vramscope/vramscope/breakdown"
 	"github.com/vramscope/vramscope/diff"
 	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/internal/units"
@@ -20,6 +22,8 @@ import (
 type diffFlags struct {
 	filterFlags
 	at        string
+	by        []string
+	rules     string
 	lines     bool
 	top       int
 	maxGrowth growthFlag
@@ -94,8 +98,10 @@ For each pair and device it prints A, B and B - A of the allocated and
 reserved bytes at that moment and of the trace peaks; the allocator
 settings (allocator_settings) that differ; the torch versions where a file
 beside the snapshots says them and they differ; and the live bytes by
-callsite, each row marked added, removed, grown or shrunk, largest
-difference first, the rest summed. Callsites are grouped without line
+callsite, by category (parameter, gradient, optimizer_state, activation,
+..., as breakdown labels each block) and by module, each row marked added,
+removed, grown or shrunk, largest difference first, the rest summed (--by
+picks the tables). Callsites are grouped without line
 numbers (--lines keeps them), and files without their folders, so that a
 small edit or another checkout still matches.
 
@@ -129,6 +135,8 @@ moment exceed A's by more than a size (64MiB) or a percentage of A (5%).`,
 	f := cmd.Flags()
 	fl.register(cmd)
 	f.StringVar(&fl.at, "at", "peak", `the moment to compare: peak, end or "step N"`)
+	f.StringSliceVar(&fl.by, "by", nil, "the tables to show: callsite, category, module (default all three)")
+	f.StringVar(&fl.rules, "rules", "", "file of your own category rules, as breakdown's --rules")
 	f.BoolVar(&fl.lines, "lines", false, "tell callsites apart by line number too")
 	f.IntVar(&fl.top, "top", 10, "rows to show per table; the rest are summed (0: all)")
 	f.Var(&fl.maxGrowth, "max-growth", "exit 3 when B's allocated bytes at the moment exceed A's by more than this size or percentage of A (64MiB, 5%)")
@@ -163,6 +171,14 @@ func runDiff(ctx context.Context, stdout, stderr io.Writer, args []string, fl di
 	if len(fl.steps) == 2 && !atSet {
 		at = diff.Moment{Kind: diff.End} // each side's own dump
 	}
+	by, err := diffBy(fl.by)
+	if err != nil {
+		return err
+	}
+	rules, err := readRules(fl.rules)
+	if err != nil {
+		return err
+	}
 	pairs, unmatched, err := diffPairs(stderr, args, fl, at)
 	if err != nil {
 		return err
@@ -171,7 +187,7 @@ func runDiff(ctx context.Context, stdout, stderr io.Writer, args []string, fl di
 	if rep.Unmatched == nil {
 		rep.Unmatched = []string{}
 	}
-	opts := diff.Options{At: at, Lines: fl.lines, Top: fl.top, Filter: filter}
+	opts := diff.Options{At: at, By: by, Rules: rules, Lines: fl.lines, Top: fl.top, Filter: filter}
 	for _, sp := range pairs {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -210,6 +226,25 @@ func runDiff(ctx context.Context, stdout, stderr io.Writer, args []string, fl di
 		return &gateError{reasons: reasons}
 	}
 	return nil
+}
+
+// diffBy checks --by: the tables in display order, all when none is named.
+func diffBy(names []string) ([]breakdown.By, error) {
+	if len(names) == 0 {
+		return diff.AllBy, nil
+	}
+	var out []breakdown.By
+	for _, by := range diff.AllBy {
+		if slices.Contains(names, string(by)) {
+			out = append(out, by)
+		}
+	}
+	for _, n := range names {
+		if !slices.Contains(diff.AllBy, breakdown.By(n)) {
+			return nil, fmt.Errorf("--by %q: want callsite, category or module", n)
+		}
+	}
+	return out, nil
 }
 
 // diffPairs resolves the arguments into the pairs of snapshots to compare.
@@ -260,7 +295,7 @@ func diffPairs(stderr io.Writer, args []string, fl diffFlags, at diff.Moment) ([
 			}
 		}
 		if len(as) == 0 || len(bs) == 0 {
-			return nil, nil, &inputError{msg: fmt.Sprintf("--ranks %d,%d: the run has ranks %s", fl.ranks[0], fl.ranks[1], ranksOf(procs))}
+			return nil, nil, &inputError{msg: fmt.Sprintf("--ranks %d,%d: the run has %s", fl.ranks[0], fl.ranks[1], ranksOf(procs))}
 		}
 		// The ranks differ by construction: their processes match by tag.
 		for _, ps := range [][]diff.Process{as, bs} {
@@ -311,9 +346,9 @@ func ranksOf(procs []diff.Process) string {
 		}
 	}
 	if len(rs) == 0 {
-		return "none in their names"
+		return "no rank in its file names"
 	}
-	return strings.Join(rs, ", ")
+	return "ranks " + strings.Join(rs, ", ")
 }
 
 // loadSide loads and replays one side's snapshot.

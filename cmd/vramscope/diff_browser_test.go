@@ -27,11 +27,13 @@ func TestBrowserDiff(t *testing.T) {
 		want     []string
 		shotName string
 	}{
-		{"peak", []string{out + "peak_chunked", out + "peak_upcast"}, "2",
-			[]string{"Diff at the peak", "compute_logprobs (peak_upcast.py)", `data-dimension="callsite"`, "+2.24 GiB"}, "diff.png"},
-		{"by line", []string{"--lines", "--top", "3", out + "peak_chunked", out + "peak_upcast"}, "3",
+		// Callsite, category and module rows.
+		{"peak", []string{out + "peak_chunked", out + "peak_upcast"}, "4",
+			[]string{"Diff at the peak", "compute_logprobs (peak_upcast.py)", `data-dimension="callsite"`, "+2.24 GiB",
+				`data-dimension="category"`, ">temporary</td>", `data-dimension="module"`}, "diff.png"},
+		{"by line", []string{"--lines", "--top", "3", "--by", "callsite", out + "peak_chunked", out + "peak_upcast"}, "3",
 			[]string{"compute_logprobs (peak_upcast.py:40)", "more</td>"}, ""},
-		{"settings", []string{out + "frag_growth", out + "frag_growth_expandable"}, "1",
+		{"settings", []string{out + "frag_growth", out + "frag_growth_expandable"}, "3",
 			[]string{"<td>expandable_segments</td><td>False</td><td>True</td>", "-596.00 MiB"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -24,6 +24,8 @@ func TestDiffGolden(t *testing.T) {
 		{"diff-frag-settings.txt", []string{"diff", out + "frag_growth", out + "frag_growth_expandable"}},
 		{"diff-ranks.txt", []string{"diff", "--ranks", "0,1", "--at", "end", out + "two_procs"}},
 		{"diff-steps.txt", []string{"diff", "--steps", "2,4", out + "leak_closure"}},
+		{"diff-train_deep-end.txt", []string{"diff", "--at", "end", out + "train_deep", out + "train_deep_leak"}},
+		{"diff-train_deep-category.json", []string{"diff", "--json", "--by", "category", "--at", "end", out + "train_deep", out + "train_deep_leak"}},
 	} {
 		code, stdout, stderr := runCmd(c.args...)
 		if code != exitOK {
@@ -76,6 +78,7 @@ func TestDiffGate(t *testing.T) {
 		{[]string{"--max-growth", "20%"}, exitOK, ""},
 		{[]string{"--max-growth", "lots"}, exitUsage, "invalid argument"},
 		{[]string{"--at", "middle"}, exitUsage, "want peak, end or step N"},
+		{[]string{"--by", "colour"}, exitUsage, "want callsite, category or module"},
 		{[]string{"--at", "step 9"}, exitInputError, "no step 9 among the trace's 4 steps"},
 	} {
 		args := append(append([]string{"diff", "--at", "end"}, c.args...), a, b)

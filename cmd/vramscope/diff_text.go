@@ -84,12 +84,23 @@ func writeDeviceDiff(b *strings.Builder, d diff.Device, lines bool) {
 	if lines {
 		how = "by line"
 	}
-	p("\n  by callsite (%s):\n", how)
-	writeTable(b, d.Callsites, "callsites")
+	for _, t := range []struct {
+		table *diff.Table
+		title string
+	}{
+		{d.Callsites, "by callsite (" + how + ")"},
+		{d.Categories, "by category"},
+		{d.Modules, "by module (the forward that allocated; in parentheses, the category of blocks outside one)"},
+	} {
+		if t.table != nil {
+			p("\n  %s:\n", t.title)
+			writeTable(b, *t.table)
+		}
+	}
 }
 
 // writeTable prints a table's rows, its rest and its unchanged rows.
-func writeTable(b *strings.Builder, t diff.Table, noun string) {
+func writeTable(b *strings.Builder, t diff.Table) {
 	if len(t.Rows) == 0 {
 		fmt.Fprintf(b, "    no difference\n")
 	}
@@ -102,7 +113,7 @@ func writeTable(b *strings.Builder, t diff.Table, noun string) {
 	}
 	tw.Flush()
 	if t.Unchanged > 0 {
-		fmt.Fprintf(b, "    %s unchanged, %s on each side\n", units.Plural(t.Unchanged, strings.TrimSuffix(noun, "s")), units.Bytes(t.UnchangedBytes))
+		fmt.Fprintf(b, "    %s unchanged, %s on each side\n", units.Plural(t.Unchanged, "row"), units.Bytes(t.UnchangedBytes))
 	}
 }
 
