@@ -329,3 +329,43 @@ func TestOptionsBy(t *testing.T) {
 		t.Errorf("tables: callsite %v, category %v, module %v; want the category table alone", d.Callsites != nil, d.Categories != nil, d.Modules != nil)
 	}
 }
+
+// A process on three GPUs against a dump without a trace on one: devices
+// pair by ordinal, the missing ones are all added, and peaks are only
+// compared where both sides have a trace.
+func TestDevicesByOrdinal(t *testing.T) {
+	load := func(path string) *Side {
+		sn := testutil.Snapshot(t, path)
+		tls, err := replay.Devices(sn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Side{Path: path, Snapshot: sn, Timelines: tls}
+	}
+	p, err := Compare("", load("../testdata/shapes/no_trace.pickle"), load("../testdata/shapes/three_gpus.pickle"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Devices) != 3 {
+		t.Fatalf("%d devices, want 3", len(p.Devices))
+	}
+	for k, d := range p.Devices {
+		checkSums(t, d)
+		if d.B.Device != k || d.B.PeakAllocatedBytes == nil || d.A.PeakAllocatedBytes != nil || d.Delta.PeakAllocatedBytes != nil {
+			t.Errorf("device %d: B cuda:%d, peaks A %v B %v delta %v", k, d.B.Device, d.A.PeakAllocatedBytes, d.B.PeakAllocatedBytes, d.Delta.PeakAllocatedBytes)
+		}
+		wantA := -1 // A has cuda:0 alone
+		if k == 0 {
+			wantA = 0
+		}
+		if d.A.Device != wantA {
+			t.Errorf("device %d: A cuda:%d, want %d", k, d.A.Device, wantA)
+		}
+		if k > 0 && (d.Delta.AllocatedBytes != d.B.AllocatedBytes || d.Callsites.Rows[0].Change != Added) {
+			t.Errorf("cuda:%d, absent from A: delta %d of %d, top row %s", k, d.Delta.AllocatedBytes, d.B.AllocatedBytes, d.Callsites.Rows[0].Change)
+		}
+	}
+	if d := p.Devices[0]; d.A.Event != replay.BeforeRecording || d.A.Label != "end (no trace: the dump)" {
+		t.Errorf("no trace: event %d, label %q", d.A.Event, d.A.Label)
+	}
+}

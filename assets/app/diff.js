@@ -36,10 +36,11 @@ function signed(n) {
 
 // deviceDiff draws one device's headline and tables.
 function deviceDiff(sec, dv, lines) {
-  const dev = (s) => (s.device < 0 ? "(none)" : `cuda:${s.device}`);
-  const name = dv.a.device === dv.b.device ? dev(dv.a) : `${dev(dv.a)} vs ${dev(dv.b)}`;
-  const at = (s) => (s.device < 0 ? "nothing" : s.event < 0 ? esc(s.label) : `${esc(s.label)} (event ${s.event})`);
-  sec.appendChild(el("h4", "", `${esc(name)}: A at ${at(dv.a)}, B at ${at(dv.b)}`));
+  const name = dv.a.device === dv.b.device || dv.b.device < 0 ? `cuda:${dv.a.device}`
+    : dv.a.device < 0 ? `cuda:${dv.b.device}` : `cuda:${dv.a.device} vs cuda:${dv.b.device}`;
+  const at = (side, s) => (s.device < 0 ? `${side} has no such device`
+    : s.event < 0 ? `${side} at ${esc(s.label)}` : `${side} at ${esc(s.label)} (event ${s.event})`);
+  sec.appendChild(el("h4", "", `${esc(name)}: ${at("A", dv.a)}, ${at("B", dv.b)}`));
   const cell = (v) => (v === null ? "-" : fmtBytes(v));
   const line = (label, k) => {
     const delta = dv.delta[k];

@@ -59,7 +59,7 @@ func orNone(s string) string {
 // writeDeviceDiff prints one device's headline and callsite table.
 func writeDeviceDiff(b *strings.Builder, d diff.Device, lines bool) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("\n  %s: A at %s, B at %s\n", deviceName(d), pointText(d.A), pointText(d.B))
+	p("\n  %s: %s, %s\n", deviceName(d), pointText("A", d.A), pointText("B", d.B))
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "\t\tA\tB\tB - A\t\n")
 	row := func(label string, a, bb, delta *int64) {
@@ -118,27 +118,24 @@ func writeTable(b *strings.Builder, t diff.Table) {
 }
 
 // deviceName names a device pair: "cuda:0", or "cuda:0 vs cuda:3" when the
-// sides are on different GPUs.
+// sides are on different GPUs; a device one side lacks by the other's name.
 func deviceName(d diff.Device) string {
-	name := func(s diff.DeviceSide) string {
-		if s.Device < 0 {
-			return "(none)"
-		}
-		return fmt.Sprintf("cuda:%d", s.Device)
+	switch {
+	case d.A.Device == d.B.Device || d.B.Device < 0:
+		return fmt.Sprintf("cuda:%d", d.A.Device)
+	case d.A.Device < 0:
+		return fmt.Sprintf("cuda:%d", d.B.Device)
 	}
-	if d.A.Device == d.B.Device {
-		return name(d.A)
-	}
-	return name(d.A) + " vs " + name(d.B)
+	return fmt.Sprintf("cuda:%d vs cuda:%d", d.A.Device, d.B.Device)
 }
 
-// pointText names a side's moment.
-func pointText(s diff.DeviceSide) string {
+// pointText names side's moment: "A at peak (event 28)".
+func pointText(side string, s diff.DeviceSide) string {
 	switch {
 	case s.Device < 0:
-		return "nothing (no such device)"
+		return side + " has no such device"
 	case s.Event < 0:
-		return s.Label
+		return side + " at " + s.Label
 	}
-	return fmt.Sprintf("%s (event %d)", s.Label, s.Event)
+	return fmt.Sprintf("%s at %s (event %d)", side, s.Label, s.Event)
 }
