@@ -64,6 +64,11 @@ type Report struct {
 	Unmatched []string `json:"unmatched"`
 }
 
+// NewReport is an empty report of comparisons made with opts.
+func NewReport(opts Options) *Report {
+	return &Report{Version: Version, At: opts.At.String(), Lines: opts.Lines, Pairs: []Pair{}, Unmatched: []string{}}
+}
+
 // Pair compares one process's two sides.
 type Pair struct {
 	// Name is the process both sides are ("rank0"), or, for sides of

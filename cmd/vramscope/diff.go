@@ -183,11 +183,9 @@ func runDiff(ctx context.Context, stdout, stderr io.Writer, args []string, fl di
 	if err != nil {
 		return err
 	}
-	rep := &diff.Report{Version: diff.Version, At: at.String(), Lines: fl.lines, Pairs: []diff.Pair{}, Unmatched: unmatched}
-	if rep.Unmatched == nil {
-		rep.Unmatched = []string{}
-	}
 	opts := diff.Options{At: at, By: by, Rules: rules, Lines: fl.lines, Top: fl.top, Filter: filter}
+	rep := diff.NewReport(opts)
+	rep.Unmatched = append(rep.Unmatched, unmatched...)
 	for _, sp := range pairs {
 		if err := ctx.Err(); err != nil {
 			return err

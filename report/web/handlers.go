@@ -83,13 +83,15 @@ func (s *Server) getDiff(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	lines := q.Get("lines") == "1"
-	p, err := diff.Compare("", a, b, diff.Options{At: at, Lines: lines, Top: diffRows, Filter: s.b.Filter()})
+	opts := diff.Options{At: at, Lines: q.Get("lines") == "1", Top: diffRows, Filter: s.b.Filter()}
+	p, err := diff.Compare("", a, b, opts)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	writeJSON(w, diff.Report{Version: diff.Version, At: at.String(), Lines: lines, Pairs: []diff.Pair{p}, Unmatched: []string{}})
+	rep := diff.NewReport(opts)
+	rep.Pairs = append(rep.Pairs, p)
+	writeJSON(w, rep)
 }
 
 // diffRows is how many rows of each table the served diff shows.
