@@ -9,7 +9,8 @@
 // renderDiff draws report d into box and returns how many rows it drew.
 function renderDiff(box, d) {
   let rows = 0;
-  box.appendChild(el("h2", "", `Diff at the ${esc(d.at)}`));
+  const moment = d.at.startsWith("step ") ? `the end of ${d.at}` : `the ${d.at}`;
+  box.appendChild(el("h2", "", `Diff at ${esc(moment)}`));
   if (d.unmatched.length) {
     box.appendChild(el("ul", "notes", d.unmatched.map((u) => `<li>unmatched: ${esc(u)} (no such process in the other run)</li>`).join("")));
   }

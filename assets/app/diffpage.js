@@ -7,7 +7,6 @@
   const status = document.getElementById("status");
   try {
     const d = normalizeDiff(window.VRAMSCOPE_PAYLOAD);
-    document.title = `vramscope diff at the ${d.at}`;
     document.body.dataset.rows = String(renderDiff(document.getElementById("app"), d));
     document.body.dataset.pairs = String(d.pairs.length);
     status.textContent = "";

@@ -371,8 +371,8 @@ func diffGate(rep *diff.Report, g *growthFlag) []string {
 			if len(p.Devices) > 1 || where == "" {
 				where = strings.TrimSpace(fmt.Sprintf("%s cuda:%d", where, max(d.B.Device, d.A.Device)))
 			}
-			reasons = append(reasons, fmt.Sprintf("%s: allocated at the %s grows %s (%s -> %s), over --max-growth %s",
-				where, rep.At, signed(d.Delta.AllocatedBytes), units.Bytes(d.A.AllocatedBytes), units.Bytes(d.B.AllocatedBytes), g))
+			reasons = append(reasons, fmt.Sprintf("%s: allocated at %s grows %s (%s -> %s), over --max-growth %s",
+				where, momentPhrase(rep.At), signed(d.Delta.AllocatedBytes), units.Bytes(d.A.AllocatedBytes), units.Bytes(d.B.AllocatedBytes), g))
 		}
 	}
 	return reasons

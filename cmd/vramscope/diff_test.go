@@ -24,6 +24,7 @@ func TestDiffGolden(t *testing.T) {
 		{"diff-frag-settings.txt", []string{"diff", out + "frag_growth", out + "frag_growth_expandable"}},
 		{"diff-ranks.txt", []string{"diff", "--ranks", "0,1", "--at", "end", out + "two_procs"}},
 		{"diff-steps.txt", []string{"diff", "--steps", "2,4", out + "leak_closure"}},
+		{"diff-at-step3.txt", []string{"diff", "--at", "step 3", "--by", "callsite", out + "leak_fixed/step4", out + "leak_closure/step4"}},
 		{"diff-train_deep-end.txt", []string{"diff", "--at", "end", out + "train_deep", out + "train_deep_leak"}},
 		{"diff-train_deep-category.json", []string{"diff", "--json", "--by", "category", "--at", "end", out + "train_deep", out + "train_deep_leak"}},
 	} {

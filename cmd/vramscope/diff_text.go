@@ -14,7 +14,7 @@ import (
 func writeDiff(w io.Writer, rep *diff.Report) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	p("diff at the %s\n", rep.At)
+	p("diff at %s\n", momentPhrase(rep.At))
 	for _, u := range rep.Unmatched {
 		p("  unmatched: %s (no such process in the other run)\n", u)
 	}
@@ -40,6 +40,15 @@ func writeDiff(w io.Writer, rep *diff.Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// momentPhrase is a report's moment in a sentence: "the peak", "the end",
+// "the end of step 3".
+func momentPhrase(at string) string {
+	if strings.HasPrefix(at, "step ") {
+		return "the end of " + at
+	}
+	return "the " + at
 }
 
 func versionText(v string) string {
