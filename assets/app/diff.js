@@ -25,6 +25,7 @@ function renderDiff(box, d) {
       sec.appendChild(el("table", "sites diff-settings", "<tr><th>allocator setting</th><th>A</th><th>B</th></tr>" +
         p.settings.map((s) => `<tr><td>${esc(s.key)}</td><td>${esc(s.a || "(absent)")}</td><td>${esc(s.b || "(absent)")}</td></tr>`).join("")));
     }
+    if (!p.devices.length) sec.appendChild(el("p", "sub", "Neither snapshot has a device (no segments, no trace events)."));
     for (const dv of p.devices) rows += deviceDiff(sec, dv, d.lines);
   }
   return rows;

@@ -88,6 +88,10 @@ func TestDiffGate(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d; stderr %q lacks %q", c.args, code, c.code, stderr, c.msg)
 		}
 	}
+	// Two snapshots without a device: nothing to compare, nothing to fail.
+	if code, stdout, _ := runCmd("diff", "--max-growth", "0", "testdata/shapes/empty.pickle", "testdata/shapes/empty.pickle"); code != exitOK || !strings.Contains(stdout, "neither snapshot has a device") {
+		t.Errorf("empty snapshots: exit %d:\n%s", code, stdout)
+	}
 	// The reverse is a shrink: nothing to fail.
 	if code, _, stderr := runCmd("diff", "--at", "end", "--max-growth", "0", b, a); code != exitOK {
 		t.Errorf("B smaller than A: exit %d: %s", code, stderr)

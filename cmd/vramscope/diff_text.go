@@ -34,6 +34,9 @@ func writeDiff(w io.Writer, rep *diff.Report) error {
 				p("    %s: %s -> %s\n", s.Key, orNone(s.A), orNone(s.B))
 			}
 		}
+		if len(pr.Devices) == 0 {
+			p("  neither snapshot has a device (no segments, no trace events)\n")
+		}
 		for _, d := range pr.Devices {
 			writeDeviceDiff(&b, d, rep.Lines)
 		}
