@@ -240,3 +240,20 @@ func (b *Breakdown) sweep(at []int, group []int, n int) [][]int64 {
 	}
 	return out
 }
+
+// ActiveAt returns the labels of the blocks active (allocated or pending
+// free) right after event i, by address: what an export of that moment's
+// blocks labels them with.
+func (b *Breakdown) ActiveAt(i int) map[uint64]Label {
+	out := map[uint64]Label{}
+	for k := range b.of {
+		start, _, end := b.tl.Lifetime(k)
+		if start > i {
+			break
+		}
+		if i < end {
+			out[b.tl.Allocation(k).Addr] = b.labels[b.of[k]]
+		}
+	}
+	return out
+}

@@ -116,6 +116,7 @@ func (b *Builder) device(sn *snapshot.Snapshot, tl *replay.Timeline) (DeviceView
 		Caveats: []string{},
 	}
 	dv.Markers = b.markers(sn, tl, dv.Series)
+	dv.Composition = b.composition(sn, tl, dv.Series)
 	for _, c := range tl.Caveats {
 		dv.Caveats = append(dv.Caveats, c.String())
 	}

@@ -64,6 +64,9 @@ type DeviceView struct {
 	States []State `json:"states"`
 	// Flames are the live bytes by stack at the end and at the peak.
 	Flames []Flame `json:"flames"`
+	// Composition is the memory by category and by module over the
+	// trace; nil without one.
+	Composition *Composition `json:"composition"`
 	// Caveats say what limited the replay.
 	Caveats []string `json:"caveats"`
 }

@@ -5,7 +5,7 @@
 // diffs on demand). It only draws what the Go side computed, normalized
 // by model.js; each process draws on its own, so that one that fails
 // leaves the others on the page.
-/* global uPlot, d3, flamegraph, drawAllocState, normalizePayload, normalizeState, normalizeFlame, normalizeDiff, renderDiff, fmtBytes, esc, el, siteColor */
+/* global uPlot, d3, flamegraph, drawAllocState, compositionView, normalizePayload, normalizeState, normalizeFlame, normalizeDiff, renderDiff, fmtBytes, esc, el, siteColor */
 "use strict";
 
 const drawn = { timeline: 0, state: 0, flame: 0, sites: 0 };
@@ -189,6 +189,7 @@ function deviceView(body, pr, sv, dv, firstState) {
   const stateBox = el("div", "state");
   const flameBox = el("div", "flame");
   body.append(el("h3", "", "Memory over time"), tl);
+  if (dv.composition) body.append(el("h3", "", "What the memory is made of"), compositionView(dv.composition, dv.series.x_unit));
   if (dv.caveats.length) body.appendChild(el("ul", "notes", dv.caveats.map((c) => `<li>${esc(c)}</li>`).join("")));
   const first = Math.max(0, dv.states.findIndex((st) => st.label === firstState));
   const stateTabs = tabs(dv.states, (st) => st.label, (st) => { drawn.state += drawAllocState(stateBox, st) ? 1 : 0; }, first);

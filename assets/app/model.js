@@ -104,6 +104,7 @@ function normalizeDevice(raw) {
     states: arr(dv.states).map(normalizeState),
     flames: arr(dv.flames).map(normalizeFlame),
     caveats: arr(dv.caveats).map((c) => str(c)),
+    composition: normalizeComposition(dv.composition),
   };
 }
 

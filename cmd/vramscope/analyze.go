@@ -29,6 +29,7 @@ type analyzeFlags struct {
 	maxGrowth     bytesFlag
 	maxPeak       bytesFlag
 	focus, ignore string
+	rules         string
 }
 
 // bytesFlag is a size flag ("64MiB") that remembers whether it was set.
@@ -90,6 +91,7 @@ func (fl *analyzeFlags) register(cmd *cobra.Command) {
 	f.Var(&fl.maxPeak, "max-peak", "exit 3 when a process's peak allocated memory exceeds this (e.g. 40GiB)")
 	f.StringVar(&fl.focus, "focus", "", "regexp of frames (file or function) to treat as user code")
 	f.StringVar(&fl.ignore, "ignore", "", "regexp of frames to skip when naming the callsite")
+	f.StringVar(&fl.rules, "rules", "", "file of your own breakdown categories, NAME frame|annotation|metadata REGEX a line (see breakdown --help)")
 }
 
 // gateVerdicts are the verdicts --fail-on accepts.
@@ -111,7 +113,11 @@ func runAnalyze(ctx context.Context, stdout, stderr io.Writer, args []string, fl
 	if err != nil {
 		return err
 	}
-	a := analyze.New(analyze.Options{Filter: filter})
+	rules, err := readRules(fl.rules)
+	if err != nil {
+		return err
+	}
+	a := analyze.New(analyze.Options{Filter: filter, Rules: rules})
 	failed, total, err := loadAll(ctx, stderr, args, a)
 	if err != nil {
 		return err

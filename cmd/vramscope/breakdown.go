@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -208,4 +211,51 @@ func writeBreakdown(w io.Writer, in inputs.Input, devs []breakdownDevice) error 
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// madeOfSteps: a long run prints the categories of its first and last
+// steps only.
+const madeOfSteps = 3
+
+// writeMadeOf prints what each device's memory is made of at its peak, at
+// its end and at each step's peak, and the category that grows, one line
+// each; named says whether to name the device.
+func writeMadeOf(b *strings.Builder, reports []breakdown.Report, named bool) {
+	for _, r := range reports {
+		dev := ""
+		if named {
+			dev = fmt.Sprintf(" on cuda:%d", r.Device)
+		}
+		fmt.Fprintf(b, "  made of%s (allocated bytes by category):\n", dev)
+		line := func(label string, s breakdown.Summary) {
+			fmt.Fprintf(b, "    %-8s %s\n", label, categoriesText(s))
+		}
+		line("peak", r.Peak)
+		line("end", r.End)
+		for k, s := range r.Steps {
+			if len(r.Steps) > 2*madeOfSteps && k == madeOfSteps {
+				fmt.Fprintf(b, "    %-8s (%d more steps)\n", "...", len(r.Steps)-2*madeOfSteps+r.StepsOmitted)
+			}
+			if len(r.Steps) <= 2*madeOfSteps || k < madeOfSteps || k >= len(r.Steps)-madeOfSteps {
+				line(s.At.Label, s)
+			}
+		}
+		if c, g := r.Growing(); c != "" {
+			fmt.Fprintf(b, "    %-8s %s +%s per step\n", "grows", c.Title(), units.Bytes(g))
+		}
+	}
+}
+
+// categoriesText is a summary for a line: "706.55 MiB: 256.22 MiB optimizer
+// state, 128.11 MiB parameter, ...", categories of 0 bytes left out.
+func categoriesText(s breakdown.Summary) string {
+	parts := []string{}
+	for _, c := range slices.SortedStableFunc(maps.Keys(s.Categories), func(x, y breakdown.Category) int {
+		return cmp.Or(cmp.Compare(s.Categories[y], s.Categories[x]), strings.Compare(string(x), string(y)))
+	}) {
+		if n := s.Categories[c]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", units.Bytes(n), c.Title()))
+		}
+	}
+	return fmt.Sprintf("%s: %s", units.Bytes(s.TotalBytes), strings.Join(parts, ", "))
 }

@@ -21,7 +21,7 @@ var (
 	scripts = []string{
 		"app/errors.js", "app/util.js",
 		"vendor/uPlot.iife.min.js", "vendor/d3.min.js", "vendor/d3-flamegraph.umd.min.js",
-		"app/model.js", "app/allocstate.js", "app/diff.js", "app/app.js",
+		"app/model.js", "app/allocstate.js", "app/breakdown.js", "app/diff.js", "app/app.js",
 	}
 	styles = []string{"vendor/uPlot.min.css", "app/app.css", "app/diff.css"}
 )
