@@ -60,7 +60,8 @@ type Report struct {
 	// Lines says whether callsites were told apart by line.
 	Lines bool   `json:"lines"`
 	Pairs []Pair `json:"pairs"`
-	// Unmatched lists the processes of one run that the other lacks.
+	// Unmatched lists the processes of one run that the other lacks ("A:
+	// NAME"), and with --steps those without a dump of either step.
 	Unmatched []string `json:"unmatched"`
 }
 

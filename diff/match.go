@@ -112,10 +112,10 @@ func Match(a, b []Process) (pairs [][2]Process, unmatched []string) {
 		la, lb = nil, nil
 	}
 	for _, i := range la {
-		unmatched = append(unmatched, "A: "+a[i].Name)
+		unmatched = append(unmatched, "A: "+a[i].Name+" (no such process in B)")
 	}
 	for _, j := range lb {
-		unmatched = append(unmatched, "B: "+b[j].Name)
+		unmatched = append(unmatched, "B: "+b[j].Name+" (no such process in A)")
 	}
 	// In A's order, whichever pass matched them.
 	pos := func(p Process) int { return slices.IndexFunc(a, func(x Process) bool { return x.Key == p.Key }) }

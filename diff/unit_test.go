@@ -128,7 +128,7 @@ func TestProcessesAndMatch(t *testing.T) {
 	if want := []string{"actor/rank0=actor/rank0", "actor/rank1=actor/rank1", "critic/rank2=judge/rank2"}; !slices.Equal(got, want) {
 		t.Errorf("pairs %q, want %q", got, want)
 	}
-	if !slices.Equal(unmatched, []string{"B: judge/rank3"}) {
+	if !slices.Equal(unmatched, []string{"B: judge/rank3 (no such process in A)"}) {
 		t.Errorf("unmatched %q", unmatched)
 	}
 	// Two single files of different names are one pair.

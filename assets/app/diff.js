@@ -12,7 +12,7 @@ function renderDiff(box, d) {
   const moment = d.at.startsWith("step ") ? `the end of ${d.at}` : `the ${d.at}`;
   box.appendChild(el("h2", "", `Diff at ${esc(moment)}`));
   if (d.unmatched.length) {
-    box.appendChild(el("ul", "notes", d.unmatched.map((u) => `<li>unmatched: ${esc(u)} (no such process in the other run)</li>`).join("")));
+    box.appendChild(el("ul", "notes", d.unmatched.map((u) => `<li>left out: ${esc(u)}</li>`).join("")));
   }
   for (const p of d.pairs) {
     const sec = el("section", "diff-pair");

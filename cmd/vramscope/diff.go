@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -265,19 +266,22 @@ func diffPairs(stderr io.Writer, args []string, fl diffFlags, at diff.Moment) ([
 		if err != nil {
 			return nil, nil, err
 		}
+		// A process without a dump of either step is left out and named.
+		var missing []string
 		for _, p := range procs {
-			a, err := p.Dump(fl.steps[0])
-			if err != nil {
-				return nil, nil, &inputError{msg: err.Error()}
-			}
-			b, err := p.Dump(fl.steps[1])
-			if err != nil {
-				return nil, nil, &inputError{msg: err.Error()}
+			a, errA := p.Dump(fl.steps[0])
+			b, errB := p.Dump(fl.steps[1])
+			if err := cmp.Or(errA, errB); err != nil {
+				missing = append(missing, err.Error())
+				continue
 			}
 			name := fmt.Sprintf("%s step %d vs step %d", p.Name, fl.steps[0], fl.steps[1])
 			out = append(out, sidePair{name, sideInput{a, &a.Step}, sideInput{b, &b.Step}})
 		}
-		return out, nil, nil
+		if len(out) == 0 {
+			return nil, nil, &inputError{msg: "--steps: " + strings.Join(missing, "; ")}
+		}
+		return out, missing, nil
 	case len(fl.ranks) == 2:
 		procs, err := run(args)
 		if err != nil {

@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,5 +110,42 @@ func TestDiffGate(t *testing.T) {
 	}
 	if code, _, stderr := runCmd("diff", "--ranks", "0,5", "testdata/scenarios/out/two_procs"); code != exitInputError || !strings.Contains(stderr, "the run has ranks 0, 1") {
 		t.Errorf("a missing rank: exit %d: %s", code, stderr)
+	}
+}
+
+// With --steps, a process without a dump of either step is left out and
+// named; the others are still compared.
+func TestDiffStepsLeftOut(t *testing.T) {
+	fromRepoRoot(t)
+	run := t.TempDir()
+	for _, f := range []string{"step2/actor_rank0_pid750.pickle.gz", "step4/actor_rank0_pid750.pickle.gz", "step4/rollout_rank1_pid751.pickle.gz"} {
+		src, err := filepath.Abs(filepath.Join("testdata/scenarios/out/two_procs", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(run, f)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(src, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, stdout, stderr := runCmd("diff", "--json", "--steps", "2,4", run)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep diff.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Pairs) != 1 || rep.Pairs[0].Name != "actor/rank0 step 2 vs step 4" {
+		t.Errorf("pairs %+v", rep.Pairs)
+	}
+	if want := []string{"rollout/rank1: no snapshot of step 2 (steps 4)"}; !slices.Equal(rep.Unmatched, want) {
+		t.Errorf("left out %q, want %q", rep.Unmatched, want)
+	}
+	if code, _, stderr := runCmd("diff", "--steps", "1,4", run); code != exitInputError || !strings.Contains(stderr, "no snapshot of step 1") {
+		t.Errorf("no process with both steps: exit %d: %s", code, stderr)
 	}
 }

@@ -16,7 +16,7 @@ func writeDiff(w io.Writer, rep *diff.Report) error {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("diff at %s\n", momentPhrase(rep.At))
 	for _, u := range rep.Unmatched {
-		p("  unmatched: %s (no such process in the other run)\n", u)
+		p("  left out: %s\n", u)
 	}
 	for _, pr := range rep.Pairs {
 		p("\n")
