@@ -74,7 +74,7 @@ type classifier struct {
 	tr      snapshot.Trace
 	opts    Options
 	scan    *diagnose.BackwardScan
-	stacks  []*stackInfo // by StackID, read on first use
+	stacks  []*stackInfo      // by StackID, read on first use
 	optim   []diagnose.Window // Optimizer.step#* ranges, by start
 	zero    []diagnose.Window // Optimizer.zero_grad#* ranges
 	windows []diagnose.Window // all ranges, for user rules
