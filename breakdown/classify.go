@@ -74,11 +74,11 @@ type classifier struct {
 	tr      snapshot.Trace
 	opts    Options
 	scan    *diagnose.BackwardScan
-	stacks  map[snapshot.StackID]*stackInfo
+	stacks  []*stackInfo      // by StackID, read on first use
 	optim   []diagnose.Window // Optimizer.step#* ranges, by start
 	zero    []diagnose.Window // Optimizer.zero_grad#* ranges
 	windows []diagnose.Window // all ranges, for user rules
-	// forwards are the events inside a module forward, ascending.
+	// forwards are the allocations inside a module forward, ascending.
 	forwards []int
 	// paramSizes are the requested sizes of parameter-like blocks: what a
 	// gradient's size must equal.
@@ -88,8 +88,8 @@ type classifier struct {
 	// :4096:8 on Hopper; 1 MiB cuBLASLt's) for traces without C++ frames.
 	workspaceSizes map[uint64]bool
 	workspaceSeen  map[workspaceKey]bool
-	metadata       map[snapshot.StringID]string
 	classes        map[snapshot.Frame]string
+	decided        map[facts]uint32 // label index by facts
 }
 
 // Classify labels every block of tl.
@@ -100,12 +100,12 @@ func Classify(sn *snapshot.Snapshot, tl *replay.Timeline, opts Options) *Breakdo
 	c := &classifier{
 		sn: sn, tl: tl, tr: tl.Trace, opts: opts,
 		scan:           diagnose.NewBackwardScan(sn, tl.Trace, opts.Filter),
-		stacks:         map[snapshot.StackID]*stackInfo{},
+		stacks:         make([]*stackInfo, sn.NumStacks()),
 		paramSizes:     map[uint64]bool{},
 		workspaceSizes: map[uint64]bool{32 << 20: true, 32<<20 + 4<<20: true, 1 << 20: true},
 		workspaceSeen:  map[workspaceKey]bool{},
-		metadata:       map[snapshot.StringID]string{},
 		classes:        map[snapshot.Frame]string{},
+		decided:        map[facts]uint32{},
 	}
 	c.windows = diagnose.AnnotationWindows(sn.Annotations, tl.Device, tl.Trace)
 	for _, w := range c.windows {
@@ -117,15 +117,15 @@ func Classify(sn *snapshot.Snapshot, tl *replay.Timeline, opts Options) *Breakdo
 		}
 	}
 	for i, e := range c.tr.All() {
-		if c.info(e.Stack).phase == phaseForward {
+		if e.Action == snapshot.ActionAlloc && c.info(e.Stack).phase == phaseForward {
 			c.forwards = append(c.forwards, i)
 		}
 	}
+	// Allocations are rebuilt from compact records on each call: two
+	// passes cost less than holding them all (64 bytes each, millions).
 	n := tl.NumAllocations()
-	allocs := make([]replay.Allocation, n)
 	for k := range n {
 		a := tl.Allocation(k)
-		allocs[k] = a
 		if a.Origin != replay.Traced {
 			c.paramSizes[a.Requested] = true
 			continue
@@ -142,15 +142,11 @@ func Classify(sn *snapshot.Snapshot, tl *replay.Timeline, opts Options) *Breakdo
 	b := &Breakdown{Device: tl.Device, sn: sn, tl: tl, filter: opts.Filter, scan: c.scan, of: make([]uint32, n), sites: map[snapshot.StackID]string{}}
 	index := map[Label]uint32{}
 	user := map[Category]bool{}
-	for k := range allocs {
-		l := c.label(&allocs[k])
-		id, ok := index[l]
-		if !ok {
-			id = uint32(len(b.labels))
-			index[l] = id
-			b.labels = append(b.labels, l)
-		}
-		b.of[k] = id
+	for k := range n {
+		a := tl.Allocation(k)
+		b.of[k] = c.labelOf(&a, b, index)
+	}
+	for _, l := range b.labels {
 		if !l.Category.Builtin() {
 			user[l.Category] = true
 		}
@@ -167,8 +163,8 @@ func Classify(sn *snapshot.Snapshot, tl *replay.Timeline, opts Options) *Breakdo
 
 // info is stack id's stackInfo, memoized.
 func (c *classifier) info(id snapshot.StackID) *stackInfo {
-	si, ok := c.stacks[id]
-	if !ok {
+	si := c.stacks[id]
+	if si == nil {
 		s := readStack(c.sn, id)
 		si = &s
 		c.stacks[id] = si
@@ -212,41 +208,100 @@ var phaseNames = [...]string{"no frames", "top-level code", "a module forward", 
 
 func (p phase) String() string { return phaseNames[p] }
 
-// label decides one block.
-func (c *classifier) label(a *replay.Allocation) Label {
+// facts are everything the built-in rules read of a traced block: blocks
+// with equal facts get equal labels, so each distinct set is decided once
+// (a trace of millions of blocks has a few thousand).
+type facts struct {
+	stack       snapshot.StackID
+	pool        snapshot.PoolID
+	metadata    snapshot.StringID // the alloc's user_metadata, for the module
+	start, free phase             // of the alloc and the free (phaseNone: kept)
+	kept        bool              // never freed in the trace
+	sameStep    bool              // freed inside the optimizer step that allocated it
+	paramSized  bool              // requested size equals a parameter's
+	workspace   bool              // workspace-sized, kept, the first of its stack and size
+	forwardLive bool              // a module forward allocated while it lived
+	setup       bool              // allocated before the first forward of a trace that has one
+}
+
+// labelOf returns allocation a's label index in b, deciding it on the
+// first block with its facts.
+func (c *classifier) labelOf(a *replay.Allocation, b *Breakdown, index map[Label]uint32) uint32 {
+	intern := func(l Label) uint32 {
+		id, ok := index[l]
+		if !ok {
+			id = uint32(len(b.labels))
+			index[l] = id
+			b.labels = append(b.labels, l)
+		}
+		return id
+	}
 	if l, ok := c.userRule(a); ok {
-		return l
+		return intern(l)
 	}
 	if a.Origin != replay.Traced {
-		return Label{Category: BeforeRecording, Rule: "lifetime.before_recording",
-			Evidence: fmt.Sprintf("live before the trace's first event (%s)", a.Origin)}
+		return intern(Label{Category: BeforeRecording, Rule: "lifetime.before_recording",
+			Evidence: fmt.Sprintf("live before the trace's first event (%s)", a.Origin)})
 	}
-	if a.Pool[0] != 0 {
-		return Label{Category: GraphPool, Rule: "pool.cuda_graph", Evidence: "segment in CUDA graph pool " + a.Pool.String()}
+	f := c.facts(a)
+	if id, ok := c.decided[f]; ok {
+		return id
 	}
+	id := intern(c.decide(f))
+	c.decided[f] = id
+	return id
+}
+
+// facts gathers what the rules read of a traced block.
+func (c *classifier) facts(a *replay.Allocation) facts {
 	si := c.info(a.Stack)
 	start, free := int(a.Start), int(a.Free)
-	kept := free >= replay.LiveAtEnd
-	freePhase := phaseNone
-	if !kept {
-		freePhase = c.phaseAt(free)
+	f := facts{stack: a.Stack, pool: a.Pool, start: c.phaseAt(start), kept: free >= replay.LiveAtEnd}
+	if si.rule == nil && (f.start == phaseForward || f.start == phaseBackward) {
+		// Only a block that rules A and B could make a workspace is
+		// counted as its stack's first.
+		f.workspace = c.workspace(a, f.kept)
 	}
-	l := c.stageA(a, si, start, free, kept, freePhase)
+	if !f.kept {
+		f.free = c.phaseAt(free)
+		if w := inWindow(c.optim, start); w >= 0 {
+			f.sameStep = inWindow(c.optim, free) == w
+		} else {
+			f.sameStep = f.free == phaseOptimizer
+		}
+	}
+	f.paramSized = c.paramSizes[a.Requested]
+	k := sort.SearchInts(c.forwards, start)
+	f.forwardLive = k < len(c.forwards) && c.forwards[k] < free
+	f.setup = len(c.forwards) > 0 && c.forwards[0] > start
+	if f.start == phaseForward || f.start == phaseBackward || f.start == phaseNone {
+		f.metadata = c.tr.Context(start).UserMetadata
+	}
+	return f
+}
+
+// decide labels a traced block by its facts.
+func (c *classifier) decide(f facts) Label {
+	if f.pool[0] != 0 {
+		return Label{Category: GraphPool, Rule: "pool.cuda_graph", Evidence: "segment in CUDA graph pool " + f.pool.String()}
+	}
+	si := c.info(f.stack)
+	l := c.stageA(f, si)
 	if l.Category == "" {
-		l = c.stageB(a, si, start, free, kept, freePhase)
+		l = c.stageB(f)
 	}
 	if l.Category == Activation || l.Category == Temporary {
-		l.Module = c.module(si, start)
+		l.Module = c.module(si, f.metadata)
 	}
 	return l
 }
 
 // stageA labels a block by its allocation stack.
-func (c *classifier) stageA(a *replay.Allocation, si *stackInfo, start, free int, kept bool, freePhase phase) Label {
+func (c *classifier) stageA(f facts, si *stackInfo) Label {
 	r := si.rule
 	if r == nil {
-		if a.Pool != (snapshot.PoolID{}) {
-			return Label{Category: GraphPool, Rule: "pool.private", Evidence: "segment in private pool " + a.Pool.String()}
+		if f.pool != (snapshot.PoolID{}) {
+			return Label{Category: GraphPool, Rule: "pool.private", Evidence: "segment in private pool " + f.pool.String()}
 		}
 		return Label{}
 	}
@@ -262,12 +317,12 @@ func (c *classifier) stageA(a *replay.Allocation, si *stackInfo, start, free int
 		if si.initGroup {
 			return Label{Category: OptimizerState, Rule: "stack.optimizer_init_group", Evidence: ev + " (lazy state creation)"}
 		}
-		if !kept && c.sameStep(start, free, freePhase) {
+		if !f.kept && f.sameStep {
 			return Label{Category: Temporary, Rule: "stack.optimizer_temporary", Evidence: ev + "; freed inside the same optimizer step"}
 		}
 		return Label{Category: OptimizerState, Rule: r.id, Evidence: ev + "; outlives the optimizer step"}
 	case kindCommunication:
-		if c.phaseAt(start) == phaseBackward && (kept || freePhase == phaseZeroGrad) {
+		if f.start == phaseBackward && (f.kept || f.free == phaseZeroGrad) {
 			return Label{Category: Gradient, Rule: "stack.distributed_sharded_grad", Evidence: ev + "; allocated in backward and kept until zero_grad or the end (FSDP's sharded gradients)"}
 		}
 		return Label{Category: Communication, Rule: r.id, Evidence: ev}
@@ -275,19 +330,10 @@ func (c *classifier) stageA(a *replay.Allocation, si *stackInfo, start, free int
 	return Label{}
 }
 
-// sameStep reports whether a block allocated in an optimizer step at start
-// was freed within that step.
-func (c *classifier) sameStep(start, free int, freePhase phase) bool {
-	if w := inWindow(c.optim, start); w >= 0 {
-		return inWindow(c.optim, free) == w
-	}
-	return freePhase == phaseOptimizer
-}
-
 // stageB labels a block that no stack rule decided by its lifetime and
 // the phases of its allocation and free.
-func (c *classifier) stageB(a *replay.Allocation, si *stackInfo, start, free int, kept bool, freePhase phase) Label {
-	p := c.phaseAt(start)
+func (c *classifier) stageB(f facts) Label {
+	p, kept, freePhase := f.start, f.kept, f.free
 	life := "kept to the end of the trace"
 	if !kept {
 		life = "freed in " + freePhase.String()
@@ -295,7 +341,7 @@ func (c *classifier) stageB(a *replay.Allocation, si *stackInfo, start, free int
 	ev := "allocated in " + p.String() + ", " + life
 	switch p {
 	case phaseOptimizer:
-		if !kept && c.sameStep(start, free, freePhase) {
+		if !kept && f.sameStep {
 			return Label{Category: Temporary, Rule: "phase.optimizer_temporary", Evidence: ev}
 		}
 		return Label{Category: OptimizerState, Rule: "phase.optimizer_step", Evidence: ev}
@@ -305,7 +351,7 @@ func (c *classifier) stageB(a *replay.Allocation, si *stackInfo, start, free int
 		}
 		return Label{Category: Temporary, Rule: "phase.zero_grad_temporary", Evidence: ev}
 	case phaseForward:
-		if c.workspace(a, kept) {
+		if f.workspace {
 			return Label{Category: Workspace, Rule: "phase.cublas_workspace", Evidence: ev + "; workspace-sized, the first of its stack"}
 		}
 		if !kept && freePhase == phaseForward {
@@ -316,20 +362,20 @@ func (c *classifier) stageB(a *replay.Allocation, si *stackInfo, start, free int
 		switch {
 		case !kept && freePhase == phaseBackward:
 			return Label{Category: Temporary, Rule: "phase.backward_temporary", Evidence: ev}
-		case c.paramSizes[a.Requested]:
+		case f.paramSized:
 			return Label{Category: Gradient, Rule: "phase.backward_kept", Evidence: ev + "; parameter-sized"}
-		case c.workspace(a, kept):
+		case f.workspace:
 			return Label{Category: Workspace, Rule: "phase.cublas_workspace", Evidence: ev + "; workspace-sized, the first of its stack"}
 		}
 		return Label{Category: Temporary, Rule: "phase.backward_other", Evidence: ev + "; not parameter-sized"}
 	case phaseTop:
 		// With no module forward in the trace there is no model to own
 		// what setup code keeps.
-		if kept && len(c.forwards) > 0 && c.forwards[0] > start {
+		if kept && f.setup {
 			return Label{Category: Parameter, Rule: "phase.setup_kept", Evidence: ev + ", before the first forward"}
 		}
-		if k := sort.SearchInts(c.forwards, start); k < len(c.forwards) && c.forwards[k] < free {
-			return Label{Category: Input, Rule: "phase.before_forward", Evidence: ev + fmt.Sprintf("; a forward ran while it was live (event %d)", c.forwards[k])}
+		if f.forwardLive {
+			return Label{Category: Input, Rule: "phase.before_forward", Evidence: ev + "; a module forward ran while it was live"}
 		}
 		switch {
 		case kept:

@@ -14,12 +14,12 @@ import (
 // own "mod=..." among other keys ("step=3;module=encoder").
 var moduleTag = regexp.MustCompile(`(?:^|[;,\s{])"?(?:module|mod)"?\s*[=:]\s*"?([^;,"\s}]+)`)
 
-// module names the module that allocated at event start: the exact name
-// from user_metadata when the recording tagged forwards, else the chain of
-// forward frames.
-func (c *classifier) module(si *stackInfo, start int) string {
-	if md := c.metadataAt(start); md != "" {
-		if m := moduleTag.FindStringSubmatch(md); m != nil {
+// module names the module that allocated a block of stack si under
+// user_metadata md: the exact name when the recording tagged forwards,
+// else the chain of forward frames.
+func (c *classifier) module(si *stackInfo, md snapshot.StringID) string {
+	if md != 0 {
+		if m := moduleTag.FindStringSubmatch(c.sn.String(md)); m != nil {
 			return m[1]
 		}
 	}
