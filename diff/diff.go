@@ -92,8 +92,11 @@ type SideInfo struct {
 // Device compares one device of both sides at the moment. Each table is
 // nil unless Options.By asked for it.
 type Device struct {
-	A DeviceSide `json:"a"`
-	B DeviceSide `json:"b"`
+	// Summary says in a sentence how much more or less B holds and the
+	// largest difference of each table.
+	Summary string     `json:"summary"`
+	A       DeviceSide `json:"a"`
+	B       DeviceSide `json:"b"`
 	// Delta is B minus A; its peaks are null when a side has no trace.
 	Delta      Totals `json:"delta"`
 	Callsites  *Table `json:"callsites,omitempty"`
@@ -174,6 +177,7 @@ func Compare(name string, a, b *Side, opts Options) (Pair, error) {
 				dev.Modules = &t
 			}
 		}
+		dev.Summary = summarize(dev)
 		p.Devices = append(p.Devices, dev)
 	}
 	return p, nil

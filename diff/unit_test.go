@@ -187,3 +187,23 @@ func TestTorchVersionFromHookNotes(t *testing.T) {
 		t.Errorf("the scenario's sidecar: %q", v)
 	}
 }
+
+func TestSummarize(t *testing.T) {
+	rows := &Table{Rows: []Row{{Name: "f (a.py)", DeltaBytes: 3 << 20, Change: Grown}}}
+	cats := &Table{Rows: []Row{{Name: "activation", DeltaBytes: -(1 << 20), Change: Shrunk}}}
+	for _, c := range []struct {
+		d    Device
+		want string
+	}{
+		{Device{A: DeviceSide{Device: 0}, B: DeviceSide{Device: 0}, Delta: Totals{AllocatedBytes: 2 << 20, ReservedBytes: -(4 << 20)}, Callsites: rows, Categories: cats, Modules: &Table{}},
+			"B holds 2.00 MiB more allocated memory than A and reserves 4.00 MiB less; the largest difference: f (a.py), +3.00 MiB, grown; by category activation, -1.00 MiB, shrunk"},
+		{Device{A: DeviceSide{Device: 1}, B: DeviceSide{Device: 1}},
+			"B holds as much allocated memory as A"},
+		{Device{A: DeviceSide{Device: -1}, B: DeviceSide{Device: 2, Totals: Totals{AllocatedBytes: 1 << 30}}, Delta: Totals{AllocatedBytes: 1 << 30, ReservedBytes: 1 << 30}},
+			"only B has this device: 1.00 GiB allocated"},
+	} {
+		if got := summarize(c.d); got != c.want {
+			t.Errorf("summarize:\n got %s\nwant %s", got, c.want)
+		}
+	}
+}

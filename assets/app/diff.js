@@ -43,6 +43,7 @@ function deviceDiff(sec, dv, lines) {
   const at = (side, s) => (s.device < 0 ? `${side} has no such device`
     : s.event < 0 ? `${side} at ${esc(s.label)}` : `${side} at ${esc(s.label)} (event ${s.event})`);
   sec.appendChild(el("h4", "", `${esc(name)}: ${at("A", dv.a)}, ${at("B", dv.b)}`));
+  if (dv.summary) sec.appendChild(el("p", "diff-summary", esc(dv.summary)));
   const cell = (v) => (v === null ? "-" : fmtBytes(v));
   const line = (label, k) => {
     const delta = dv.delta[k];

@@ -189,7 +189,7 @@ function normalizeDiff(raw) {
         devices: arr(p.devices).map((raw) => {
           const dv = obj(raw);
           return {
-            a: side(dv.a), b: side(dv.b), delta: totals(obj(dv.delta)),
+            summary: str(dv.summary), a: side(dv.a), b: side(dv.b), delta: totals(obj(dv.delta)),
             tables: { callsite: table(dv.callsites), category: table(dv.categories), module: table(dv.modules) },
           };
         }),

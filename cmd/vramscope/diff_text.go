@@ -72,6 +72,7 @@ func orNone(s string) string {
 func writeDeviceDiff(b *strings.Builder, d diff.Device, lines bool) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("\n  %s: %s, %s\n", deviceName(d), pointText("A", d.A), pointText("B", d.B))
+	p("  %s\n", d.Summary)
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "\t\tA\tB\tB - A\t\n")
 	row := func(label string, a, bb, delta *int64) {
