@@ -257,3 +257,35 @@ func (b *Breakdown) ActiveAt(i int) map[uint64]Label {
 	}
 	return out
 }
+
+// siteCategories are the bytes allocated right after event i by user
+// callsite (the frame's String) and category.
+func (b *Breakdown) siteCategories(i int) map[string]map[Category]int64 {
+	out := map[string]map[Category]int64{}
+	keys := map[snapshot.StackID]string{} // "" for a stack without a user frame
+	for k := range b.of {
+		start, free, _ := b.tl.Lifetime(k)
+		if start > i {
+			break
+		}
+		if i >= free {
+			continue
+		}
+		a := b.tl.Allocation(k)
+		key, ok := keys[a.Stack]
+		if !ok {
+			if site := b.filter.Site(b.sn, a.Stack); site.Known() {
+				key = site.Frame.String()
+			}
+			keys[a.Stack] = key
+		}
+		if key == "" {
+			continue
+		}
+		if out[key] == nil {
+			out[key] = map[Category]int64{}
+		}
+		out[key][b.labels[b.of[k]].Category] += int64(a.Size)
+	}
+	return out
+}
