@@ -106,7 +106,10 @@ type breakdownDevice struct {
 func runBreakdown(ctx context.Context, stdout, stderr io.Writer, args []string, bf breakdownFlags) error {
 	by := breakdown.By(bf.by)
 	if by != breakdown.ByCategory && by != breakdown.ByModule && by != breakdown.ByCallsite {
-		return &inputError{msg: fmt.Sprintf("--by %q: want category, module or callsite", bf.by)}
+		return fmt.Errorf("--by %q: want category, module or callsite", bf.by)
+	}
+	if err := breakdown.CheckAt(bf.at); err != nil {
+		return err
 	}
 	f, err := bf.filter()
 	if err != nil {
@@ -162,7 +165,7 @@ func breakdownInput(in inputs.Input, stderr io.Writer, f *callsite.Filter, rules
 	for _, tl := range tls {
 		b := breakdown.Classify(sn, tl, breakdown.Options{Filter: f, Rules: rules, Source: &callsite.Source{}})
 		var steps diagnose.Steps
-		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(spec)), "step") {
+		if breakdown.NeedsSteps(spec) {
 			steps = diagnose.DetectSteps(sn, tl, f)
 		}
 		at, err := breakdown.ParseAt(tl, steps, spec)
