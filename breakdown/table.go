@@ -15,6 +15,9 @@ const (
 	ByCategory By = "category"
 	ByModule   By = "module"
 	ByCallsite By = "callsite"
+	// ByRule groups by the rule that decided and its evidence: why the
+	// bytes got their categories.
+	ByRule By = "rule"
 )
 
 // Row is one group of a table: the allocated bytes (block sizes, as
@@ -105,6 +108,8 @@ func (b *Breakdown) groupName(by By, a *replay.Allocation, l Label) string {
 		return "(" + string(l.Category) + ")"
 	case ByCallsite:
 		return b.site(a)
+	case ByRule:
+		return l.Rule + ": " + l.Evidence
 	}
 	return string(l.Category)
 }
