@@ -95,6 +95,11 @@ func (a *Analyzer) analyzeProcess(g *processGroup) Process {
 		}
 	}
 	p.Findings = mergeTraceFindings(p.Findings, g.snaps)
+	// Leaks found between snapshots get the category that grows inside
+	// the last trace.
+	for _, r := range p.Breakdown {
+		r.Annotate(p.Findings)
+	}
 	p.Findings, p.Notes = mergeTextFindings(p.Findings, p.Notes, g.texts)
 
 	sortFindings(p.Findings)

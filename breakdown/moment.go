@@ -62,34 +62,71 @@ func StepPeaks(tl *replay.Timeline, steps diagnose.Steps) []At {
 	return out
 }
 
-// ParseAt resolves a moment as the command line names it: "peak", "end",
-// "step N" (also "step=N", "stepN": the allocated peak inside step N of
-// steps, 1-based) or an event index.
-func ParseAt(tl *replay.Timeline, steps diagnose.Steps, spec string) (At, error) {
+// atSpec is a parsed --at: peak, end, a step or an event.
+type atSpec struct {
+	kind string // "peak", "end", "step", "event"
+	n    int
+}
+
+// parseSpec reads spec's form, whatever the timeline.
+func parseSpec(spec string) (atSpec, error) {
 	s := strings.ToLower(strings.TrimSpace(spec))
 	switch s {
 	case "", "peak":
-		return Peak(tl), nil
+		return atSpec{kind: "peak"}, nil
 	case "end":
-		return End(tl), nil
+		return atSpec{kind: "end"}, nil
 	}
 	if rest, ok := strings.CutPrefix(s, "step"); ok {
 		n, err := strconv.Atoi(strings.TrimLeft(rest, " =:#"))
-		if err != nil {
-			return At{}, fmt.Errorf("--at %q: want step N", spec)
+		if err != nil || n < 1 {
+			return atSpec{}, fmt.Errorf("--at %q: want step N, N from 1", spec)
 		}
-		peaks := StepPeaks(tl, steps)
-		if n < 1 || n > len(peaks) {
-			return At{}, fmt.Errorf("--at %q: device %d has %d steps (%s)", spec, tl.Device, len(peaks), steps.Reason)
-		}
-		return peaks[n-1], nil
+		return atSpec{kind: "step", n: n}, nil
 	}
 	i, err := strconv.Atoi(s)
+	if err != nil || i < -1 {
+		return atSpec{}, fmt.Errorf("--at %q: want peak, end, step N or an event index", spec)
+	}
+	return atSpec{kind: "event", n: i}, nil
+}
+
+// CheckAt reports whether spec is a moment ParseAt can resolve on some
+// timeline: a command checks it before reading any file.
+func CheckAt(spec string) error {
+	_, err := parseSpec(spec)
+	return err
+}
+
+// NeedsSteps reports whether spec names a step, which needs the trace's
+// steps to resolve.
+func NeedsSteps(spec string) bool {
+	s, err := parseSpec(spec)
+	return err == nil && s.kind == "step"
+}
+
+// ParseAt resolves a moment as the command line names it: "peak", "end",
+// "step N" (also "step=N", "stepN": the allocated peak inside step N of
+// steps, 1-based) or an event index (-1: before the first event).
+func ParseAt(tl *replay.Timeline, steps diagnose.Steps, spec string) (At, error) {
+	s, err := parseSpec(spec)
 	if err != nil {
-		return At{}, fmt.Errorf("--at %q: want peak, end, step N or an event index", spec)
+		return At{}, err
 	}
-	if i < -1 || i >= tl.Len() {
-		return At{}, fmt.Errorf("--at %d: device %d has events 0 to %d", i, tl.Device, tl.Len()-1)
+	switch s.kind {
+	case "peak":
+		return Peak(tl), nil
+	case "end":
+		return End(tl), nil
+	case "step":
+		peaks := StepPeaks(tl, steps)
+		if s.n > len(peaks) {
+			return At{}, fmt.Errorf("--at %q: device %d has %d steps (%s)", spec, tl.Device, len(peaks), steps.Reason)
+		}
+		return peaks[s.n-1], nil
 	}
-	return at(tl, fmt.Sprintf("event %d", i), i), nil
+	if s.n >= tl.Len() {
+		return At{}, fmt.Errorf("--at %d: device %d has events 0 to %d", s.n, tl.Device, tl.Len()-1)
+	}
+	return at(tl, fmt.Sprintf("event %d", s.n), s.n), nil
 }

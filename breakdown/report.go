@@ -6,6 +6,7 @@ import (
 
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/internal/units"
+	"github.com/vramscope/vramscope/snapshot"
 )
 
 // maxStepSummaries bounds Report.Steps: a long trace has thousands of
@@ -26,6 +27,9 @@ type Report struct {
 	// first step to the end of the last; absent with fewer than two steps.
 	GrowthPerStep map[Category]int64 `json:"growth_per_step,omitempty"`
 	peak          Table
+	// endSites are the bytes allocated at the end by callsite (as
+	// Frame.String names it) and category: what a leak's line holds.
+	endSites map[string]map[Category]int64
 }
 
 // Report takes b's totals at the peak, the end and each of steps.
@@ -48,6 +52,7 @@ func (b *Breakdown) Report(steps diagnose.Steps) Report {
 	events = append(events, ends...)
 	sums := b.summaries(events)
 	r.peak = b.Table(ats[0].Event, ByCategory)
+	r.endSites = b.siteCategories(ats[1].Event)
 	r.Peak, r.End = b.summary(ats[0], sums[0]), b.summary(ats[1], sums[1])
 	for k, a := range peaks {
 		r.Steps = append(r.Steps, b.summary(a, sums[2+k]))
@@ -125,7 +130,8 @@ func (r Report) Growing() (Category, int64) {
 
 // Annotate adds to the device's findings what their memory is made of: a
 // peak finding the categories at the peak ("made_of", and
-// "category_bytes" for JSON), a leak finding the category that grows.
+// "category_bytes" for JSON), a leak finding the category that grows. A
+// finding that already says it keeps its own.
 func (r Report) Annotate(fs []diagnose.Finding) {
 	for i := range fs {
 		f := &fs[i]
@@ -135,16 +141,41 @@ func (r Report) Annotate(fs []diagnose.Finding) {
 		if f.Evidence == nil {
 			f.Evidence = map[string]any{}
 		}
+		_, made := f.Evidence["made_of"]
+		_, growing := f.Evidence["growing_category"]
 		switch f.Kind {
 		case diagnose.KindPeak:
-			if m := r.MadeOf(); m != "" {
+			if m := r.MadeOf(); m != "" && !made {
 				f.Evidence["made_of"] = "the peak is " + m
 				f.Evidence["category_bytes"] = r.Peak.Categories
 			}
 		case diagnose.KindLeak:
-			if c, g := r.Growing(); c != "" {
-				f.Evidence["growing_category"] = fmt.Sprintf("%s, +%s per step", c.Title(), units.Bytes(g))
+			if growing {
+				continue
+			}
+			// Saying that unknown memory grows tells nothing.
+			if c, n := r.siteCategory(f.Callsite); c != "" && c != Unknown {
+				f.Evidence["growing_category"] = fmt.Sprintf("%s (%s of it allocated at the end from this line)", c.Title(), units.Bytes(n))
+			} else if c, g := r.Growing(); c != "" && c != Unknown {
+				f.Evidence["growing_category"] = fmt.Sprintf("%s, +%s per step on this device", c.Title(), units.Bytes(g))
 			}
 		}
 	}
+}
+
+// siteCategory is the category holding the most bytes at the end among
+// the blocks of callsite fr, and those bytes; "" when none is known.
+func (r Report) siteCategory(fr *diagnose.Frame) (Category, int64) {
+	if fr == nil {
+		return "", 0
+	}
+	key := snapshot.Frame{Name: fr.Function, Filename: fr.File, Line: fr.Line}.String()
+	var best Category
+	var most int64
+	for c, n := range r.endSites[key] {
+		if n > most || n == most && c < best {
+			best, most = c, n
+		}
+	}
+	return best, most
 }

@@ -2,6 +2,7 @@ package breakdown
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vramscope/vramscope/callsite"
@@ -44,7 +45,8 @@ func TestReportLeak(t *testing.T) {
 	for _, f := range fs {
 		if f.Kind == diagnose.KindLeak {
 			found = true
-			if got := f.Evidence["growing_category"]; got != "activation, +500.00 MiB per step" {
+			// The leaked logits: 5 steps' worth, 2.44 GiB at the end.
+			if got := f.Evidence["growing_category"]; got != "activation (2.44 GiB of it allocated at the end from this line)" {
 				t.Errorf("leak finding's growing_category %q", got)
 			}
 		}
@@ -79,5 +81,24 @@ func TestReportSteady(t *testing.T) {
 		if f.Kind == diagnose.KindPeak && f.Evidence["made_of"] != want {
 			t.Errorf("peak finding made_of %q, want %q", f.Evidence["made_of"], want)
 		}
+	}
+}
+
+// TestTableByRule: at the end of the MLP+AdamW run the parameters are
+// all the module _apply rule's, and the gradients the backward rule's.
+func TestTableByRule(t *testing.T) {
+	b, _, _ := report(t, "testdata/breakdown/out/mlp_adamw.pickle.gz")
+	tab := b.Table(b.Timeline().Len()-1, ByRule)
+	want := map[string]int64{}
+	for _, r := range tab.Rows {
+		switch {
+		case strings.HasPrefix(r.Name, "stack.module_apply: frame _apply ("):
+			want["parameter"] += r.Bytes
+		case r.Name == "phase.backward_kept: allocated in backward, kept to the end of the trace; parameter-sized":
+			want["gradient"] += r.Bytes
+		}
+	}
+	if want["parameter"] != 134332416 || want["gradient"] != 134332416 {
+		t.Errorf("by rule: %v", tab.Rows)
 	}
 }

@@ -15,6 +15,9 @@ const (
 	ByCategory By = "category"
 	ByModule   By = "module"
 	ByCallsite By = "callsite"
+	// ByRule groups by the rule that decided and its evidence: why the
+	// bytes got their categories.
+	ByRule By = "rule"
 )
 
 // Row is one group of a table: the allocated bytes (block sizes, as
@@ -105,6 +108,8 @@ func (b *Breakdown) groupName(by By, a *replay.Allocation, l Label) string {
 		return "(" + string(l.Category) + ")"
 	case ByCallsite:
 		return b.site(a)
+	case ByRule:
+		return l.Rule + ": " + l.Evidence
 	}
 	return string(l.Category)
 }
@@ -254,6 +259,38 @@ func (b *Breakdown) ActiveAt(i int) map[uint64]Label {
 		if i < end {
 			out[b.tl.Allocation(k).Addr] = b.labels[b.of[k]]
 		}
+	}
+	return out
+}
+
+// siteCategories are the bytes allocated right after event i by user
+// callsite (the frame's String) and category.
+func (b *Breakdown) siteCategories(i int) map[string]map[Category]int64 {
+	out := map[string]map[Category]int64{}
+	keys := map[snapshot.StackID]string{} // "" for a stack without a user frame
+	for k := range b.of {
+		start, free, _ := b.tl.Lifetime(k)
+		if start > i {
+			break
+		}
+		if i >= free {
+			continue
+		}
+		a := b.tl.Allocation(k)
+		key, ok := keys[a.Stack]
+		if !ok {
+			if site := b.filter.Site(b.sn, a.Stack); site.Known() {
+				key = site.Frame.String()
+			}
+			keys[a.Stack] = key
+		}
+		if key == "" {
+			continue
+		}
+		if out[key] == nil {
+			out[key] = map[Category]int64{}
+		}
+		out[key][b.labels[b.of[k]].Category] += int64(a.Size)
 	}
 	return out
 }

@@ -32,13 +32,13 @@ type breakdownFlags struct {
 func newBreakdownCommand(stdout, stderr io.Writer) *cobra.Command {
 	var bf breakdownFlags
 	cmd := &cobra.Command{
-		Use:   "breakdown [--at peak|end|step N|EVENT] [--by category|module|callsite] [--json] [--rules FILE] FILE...",
+		Use:   "breakdown [--at peak|end|step N|EVENT] [--by category|module|callsite|rule] [--json] [--rules FILE] FILE...",
 		Short: "What the memory is made of: bytes by category, module or callsite at any moment",
 		Long: `Breakdown labels every block of each device's trace with a category
 (parameter, buffer, gradient, optimizer_state, activation, temporary, input,
 kv_cache, communication, workspace, graph_pool, before_recording, unknown) and
 the module whose forward allocated it, then prints the allocated bytes at one
-moment grouped by category (the default), by module or by callsite.
+moment grouped by category (the default), by module, by callsite or by rule.
 
 The categories come from the allocation stacks first (module _apply for
 parameters, an optimizer's _init_group for its state, transformers'
@@ -46,7 +46,8 @@ cache_utils for the KV cache, cuBLAS frames for workspaces, torch.distributed
 for communication buffers), then from lifetimes and phases (allocated in a
 forward and freed in backward is an activation; allocated in backward and kept
 until zero_grad a gradient; freed in the phase that made it a temporary). Record
-with stacks="all" for the most certain answer. --json gives every block's rule.
+with stacks="all" for the most certain answer. --by rule shows which rule
+decided how many bytes, and on what evidence.
 
 --at picks the moment: the allocated peak (default), the end of the trace,
 step N (the peak inside the trace's N-th step, found as the steps command finds
@@ -72,7 +73,7 @@ standard input, a directory (searched recursively) or a quoted glob.`,
 	}
 	bf.register(cmd)
 	cmd.Flags().StringVar(&bf.at, "at", "peak", "the moment: peak, end, step N, or an event index")
-	cmd.Flags().StringVar(&bf.by, "by", "category", "group by category, module or callsite")
+	cmd.Flags().StringVar(&bf.by, "by", "category", "group by category, module, callsite or rule")
 	cmd.Flags().StringVar(&bf.rules, "rules", "", "file of your own rules, NAME frame|annotation|metadata REGEX a line")
 	cmd.Flags().BoolVar(&bf.asJSON, "json", false, `print JSON: {"version":1,"devices":[{"path","device","at","total_bytes","categories","by","rows"}]}`)
 	return cmd
@@ -105,8 +106,11 @@ type breakdownDevice struct {
 
 func runBreakdown(ctx context.Context, stdout, stderr io.Writer, args []string, bf breakdownFlags) error {
 	by := breakdown.By(bf.by)
-	if by != breakdown.ByCategory && by != breakdown.ByModule && by != breakdown.ByCallsite {
-		return &inputError{msg: fmt.Sprintf("--by %q: want category, module or callsite", bf.by)}
+	if by != breakdown.ByCategory && by != breakdown.ByModule && by != breakdown.ByCallsite && by != breakdown.ByRule {
+		return fmt.Errorf("--by %q: want category, module, callsite or rule", bf.by)
+	}
+	if err := breakdown.CheckAt(bf.at); err != nil {
+		return err
 	}
 	f, err := bf.filter()
 	if err != nil {
@@ -162,7 +166,7 @@ func breakdownInput(in inputs.Input, stderr io.Writer, f *callsite.Filter, rules
 	for _, tl := range tls {
 		b := breakdown.Classify(sn, tl, breakdown.Options{Filter: f, Rules: rules, Source: &callsite.Source{}})
 		var steps diagnose.Steps
-		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(spec)), "step") {
+		if breakdown.NeedsSteps(spec) {
 			steps = diagnose.DetectSteps(sn, tl, f)
 		}
 		at, err := breakdown.ParseAt(tl, steps, spec)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -97,5 +98,29 @@ func TestBreakdownRules(t *testing.T) {
 	code, _, stderr = runCmd("breakdown", "--rules", filepath.Join(t.TempDir(), "missing"), "testdata/breakdown/out/mlp_adamw.pickle.gz")
 	if code == exitOK {
 		t.Errorf("a missing rules file: exit 0, stderr %s", stderr)
+	}
+}
+
+// TestBreakdownErrors: a bad --at or --by is a usage error before any
+// file is read; a step the file does not have is that file's error.
+func TestBreakdownErrors(t *testing.T) {
+	fromRepoRoot(t)
+	const mlp = "testdata/breakdown/out/mlp_adamw.pickle.gz"
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--at", "soon", mlp}, exitUsage, `--at "soon": want peak, end, step N or an event index`},
+		{[]string{"--at", "step 0", mlp}, exitUsage, "N from 1"},
+		{[]string{"--by", "file", mlp}, exitUsage, `--by "file"`},
+		{[]string{"--at", "step 9", mlp}, exitInputError, "device 0 has 4 steps"},
+		{[]string{"--at", "99999", mlp}, exitInputError, "device 0 has events 0 to 1240"},
+	}
+	for _, tt := range tests {
+		code, _, stderr := runCmd(append([]string{"breakdown"}, tt.args...)...)
+		if code != tt.code || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tt.args, code, stderr, tt.code, tt.want)
+		}
 	}
 }
