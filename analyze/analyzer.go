@@ -3,6 +3,7 @@ package analyze
 import (
 	"sync"
 
+	"github.com/vramscope/vramscope/breakdown"
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/memlog"
@@ -15,6 +16,8 @@ type Options struct {
 	Filter *callsite.Filter
 	// StackDepth is how many user frames a finding's stack shows (5 when 0).
 	StackDepth int
+	// Rules are the user's own breakdown rules (breakdown.ParseRules).
+	Rules []breakdown.Rule
 }
 
 // Analyzer collects digests of inputs and builds the Report. Its Add

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/vramscope/vramscope/breakdown"
+
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/replay"
@@ -19,7 +21,9 @@ type digest struct {
 	endUS    int64
 	devices  []deviceDigest
 	findings []diagnose.Finding // from the snapshot's own trace
-	notes    []string
+	// made is what each traced device's memory is made of.
+	made  []breakdown.Report
+	notes []string
 }
 
 // deviceDigest is one device of a snapshot.
@@ -109,8 +113,8 @@ func (a *Analyzer) digestSnapshot(in inputs.Input, sn *snapshot.Snapshot) *diges
 		dd.peakAllocated = tl.Peak(replay.Allocated).Bytes
 		dd.peakReserved = tl.Peak(replay.Reserved).Bytes
 	}
-	findings, notes := a.traceFindings(sn, tls, steps)
-	d.findings = findings
+	findings, made, notes := a.traceFindings(sn, tls, steps)
+	d.findings, d.made = findings, made
 	d.notes = append(d.notes, notes...)
 
 	for _, n := range sn.Devices() {

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"github.com/vramscope/vramscope/breakdown"
 	"slices"
 	"strings"
 	"time"
@@ -115,8 +116,12 @@ func (a *Analyzer) analyzeProcess(g *processGroup) Process {
 	p := Process{
 		ID: g.id, Rank: g.rank, PID: g.pid, Tag: strings.Join(g.tags, ","),
 		Inputs: []string{}, Findings: []diagnose.Finding{}, Snapshots: []Point{}, Notes: []string{},
+		Breakdown: []breakdown.Report{},
 	}
 	for _, d := range g.snaps {
+		if len(d.made) > 0 {
+			p.Breakdown = d.made
+		}
 		p.Inputs = append(p.Inputs, d.in.Path)
 		p.Snapshots = append(p.Snapshots, pointOf(d))
 		p.Notes = append(p.Notes, d.notes...)
@@ -143,6 +148,11 @@ func (a *Analyzer) analyzeProcess(g *processGroup) Process {
 		}
 	}
 	p.Findings = mergeTraceFindings(p.Findings, g.snaps)
+	// Leaks found between snapshots get the category that grows inside
+	// the last trace.
+	for _, r := range p.Breakdown {
+		r.Annotate(p.Findings)
+	}
 	p.Findings, p.Notes = mergeTextFindings(p.Findings, p.Notes, g.texts)
 
 	sortFindings(p.Findings)

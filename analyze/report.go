@@ -5,6 +5,7 @@ import (
 	"github.com/vramscope/vramscope/pools"
 	"slices"
 
+	"github.com/vramscope/vramscope/breakdown"
 	"github.com/vramscope/vramscope/diagnose"
 )
 
@@ -60,6 +61,10 @@ type Process struct {
 	Findings []diagnose.Finding `json:"findings"`
 	// Snapshots are the per-snapshot totals, in analysis order.
 	Snapshots []Point `json:"snapshots"`
+	// Breakdown is what each device's memory was made of in the last
+	// snapshot with a trace: category totals at its peak, at its end and
+	// at each step's peak (see package breakdown); empty without a trace.
+	Breakdown []breakdown.Report `json:"breakdown"`
 	// Notes say what limited the analysis (a single snapshot, memory logs
 	// that cannot name code, ...).
 	Notes []string `json:"notes"`

@@ -2,7 +2,10 @@ package analyze
 
 import (
 	"fmt"
+	"slices"
 	"sync"
+
+	"github.com/vramscope/vramscope/breakdown"
 
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/replay"
@@ -12,8 +15,9 @@ import (
 // traceFindings runs the single-trace analyses of package diagnose (peak,
 // fragmentation, OOM, and leaks between the steps inside the trace) on
 // every device of one snapshot; steps holds each traced device's steps.
-func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline, steps map[int]diagnose.Steps) ([]diagnose.Finding, []string) {
+func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline, steps map[int]diagnose.Steps) ([]diagnose.Finding, []breakdown.Report, []string) {
 	out := []diagnose.Finding{}
+	var reports []breakdown.Report
 	var notes []string
 	for _, tl := range tls {
 		if tl.Len() == 0 {
@@ -23,19 +27,27 @@ func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline, 
 			notes = append(notes, fmt.Sprintf("device %d: %s", tl.Device, s.Reason))
 		}
 		// Explain and Leak only read the timeline: they run side by side.
+		// So does the breakdown, which says what the peak and the growth
+		// are made of.
 		var leaks []diagnose.Finding
+		var made breakdown.Report
 		var wg sync.WaitGroup
 		wg.Go(func() { leaks = diagnose.Leak(sn, tl, steps[tl.Device], a.filter).Findings() })
+		wg.Go(func() {
+			made = breakdown.Classify(sn, tl, breakdown.Options{Filter: a.filter, Rules: a.opts.Rules}).Report(steps[tl.Device])
+		})
 		r, err := diagnose.Explain(sn, tl, a.filter)
 		wg.Wait()
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("device %d: trace analysis failed: %v", tl.Device, err))
 			continue
 		}
-		out = append(out, r.Findings...)
-		out = append(out, leaks...)
+		fs := append(slices.Clone(r.Findings), leaks...)
+		made.Annotate(fs)
+		out = append(out, fs...)
+		reports = append(reports, made)
 	}
-	return out, notes
+	return out, reports, notes
 }
 
 // mergeTraceFindings adds what the snapshots' own traces found to the

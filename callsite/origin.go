@@ -44,7 +44,7 @@ func (o Origin) Key() string {
 // the package on: "ForCausalLMLoss (transformers/loss/loss_utils.py:59)".
 func (o Origin) String() string {
 	fr := o.Frame
-	if pkg, ok := packagePath(strings.ReplaceAll(fr.Filename, `\`, "/")); ok {
+	if pkg, ok := PackagePath(strings.ReplaceAll(fr.Filename, `\`, "/")); ok {
 		fr.Filename = pkg
 	}
 	return fr.String()
@@ -106,15 +106,15 @@ func (f *Filter) origin(fr snapshot.Frame) bool {
 	// (/usr/lib/python3.12/site-packages/transformers/...) without being
 	// part of it, and is torch only when the package is: a venv may sit in
 	// /opt/torch/.venv.
-	if pkg, ok := packagePath(file); ok {
+	if pkg, ok := PackagePath(file); ok {
 		return !strings.HasPrefix(pkg, "torch/")
 	}
 	return !strings.Contains(file, "/torch/") && !stdlibFile.MatchString(file)
 }
 
-// packagePath returns an installed package's file from the package on
+// PackagePath returns an installed package's file from the package on
 // (transformers/loss/loss_utils.py), and whether file is in one.
-func packagePath(file string) (string, bool) {
+func PackagePath(file string) (string, bool) {
 	for _, dir := range []string{"/site-packages/", "/dist-packages/"} {
 		if i := strings.LastIndex(file, dir); i >= 0 {
 			return file[i+len(dir):], true

@@ -3,6 +3,7 @@ package callsite
 import (
 	"bufio"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 )
@@ -25,6 +26,19 @@ func (s *Source) Line(file string, n uint64) (string, bool) {
 	if file == "" || n == 0 {
 		return "", false
 	}
+	lines := s.lines(file)
+	if n > uint64(len(lines)) {
+		return "", false
+	}
+	text := strings.TrimSpace(lines[n-1])
+	if len(text) > maxQuote {
+		text = text[:maxQuote] + "…"
+	}
+	return text, text != ""
+}
+
+// lines returns file's lines, read once (nil: unreadable).
+func (s *Source) lines(file string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lines, seen := s.files[file]
@@ -35,14 +49,7 @@ func (s *Source) Line(file string, n uint64) (string, bool) {
 		}
 		s.files[file] = lines
 	}
-	if n > uint64(len(lines)) {
-		return "", false
-	}
-	text := strings.TrimSpace(lines[n-1])
-	if len(text) > maxQuote {
-		text = text[:maxQuote] + "…"
-	}
-	return text, text != ""
+	return lines
 }
 
 // readLines reads a regular file's lines, or returns nil.
@@ -65,4 +72,37 @@ func readLines(file string) []string {
 		return nil
 	}
 	return lines
+}
+
+// classLine matches a class statement; defLine a def.
+var (
+	classLine = regexp.MustCompile(`^(\s*)class\s+([A-Za-z_]\w*)`)
+	defLine   = regexp.MustCompile(`^(\s*)(?:async\s+)?def\s`)
+)
+
+// Class returns the class whose method holds line n of file (the
+// enclosing def's enclosing class), and whether the file could be read
+// and has one: a module's forward frame names its file and line, never its
+// class.
+func (s *Source) Class(file string, n uint64) (string, bool) {
+	if file == "" || n == 0 {
+		return "", false
+	}
+	lines := s.lines(file)
+	if n > uint64(len(lines)) {
+		return "", false
+	}
+	def := -1 // indentation of the enclosing def, once found
+	for i := int(n) - 1; i >= 0; i-- {
+		if def < 0 {
+			if m := defLine.FindStringSubmatch(lines[i]); m != nil {
+				def = len(m[1])
+			}
+			continue
+		}
+		if m := classLine.FindStringSubmatch(lines[i]); m != nil && len(m[1]) < def {
+			return m[2], true
+		}
+	}
+	return "", false
 }

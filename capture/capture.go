@@ -67,6 +67,10 @@ type Settings struct {
 	// Final is when to dump at exit: "auto" (only a process that dumped
 	// nothing else), "always" or "never".
 	Final string
+	// ModuleNames tags every module forward's allocations with the
+	// module's qualified name (user_metadata "module=NAME", torch >= 2.10),
+	// so that breakdown --by module names modules exactly.
+	ModuleNames bool
 }
 
 // DefaultSettings are record's defaults.
@@ -132,6 +136,7 @@ func (s Settings) Env() []string {
 		"VRAMSCOPE_SIGNAL=" + s.Signal,
 		"VRAMSCOPE_OOM=" + onOff(!s.NoOOM),
 		"VRAMSCOPE_FINAL=" + s.Final,
+		"VRAMSCOPE_MODULE_NAMES=" + onOff(s.ModuleNames),
 	}
 	if s.Tag != "" {
 		env = append(env, "VRAMSCOPE_TAG="+s.Tag)

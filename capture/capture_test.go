@@ -61,11 +61,11 @@ func TestEnviron(t *testing.T) {
 func TestSettingsEnv(t *testing.T) {
 	s := Settings{Out: "/o", Tag: "actor", Stacks: "all", MaxEntries: 5000, NoHistory: true, Every: 10,
 		Interval: 5 * time.Minute, LogInterval: 1500 * time.Millisecond, NoLog: true, Signal: "USR2",
-		NoOOM: true, Final: "never"}
+		NoOOM: true, Final: "never", ModuleNames: true}
 	want := []string{"VRAMSCOPE_OUT=/o", "VRAMSCOPE_STACKS=all", "VRAMSCOPE_MAX_ENTRIES=5000",
 		"VRAMSCOPE_HISTORY=0", "VRAMSCOPE_STEPS=none", "VRAMSCOPE_EVERY=10", "VRAMSCOPE_INTERVAL=300",
 		"VRAMSCOPE_LOG_INTERVAL=1.5", "VRAMSCOPE_LOG=0", "VRAMSCOPE_SIGNAL=USR2", "VRAMSCOPE_OOM=0",
-		"VRAMSCOPE_FINAL=never", "VRAMSCOPE_TAG=actor"}
+		"VRAMSCOPE_FINAL=never", "VRAMSCOPE_MODULE_NAMES=1", "VRAMSCOPE_TAG=actor"}
 	if got := s.Env(); !slices.Equal(got, want) {
 		t.Errorf("Env() = %q\nwant %q", got, want)
 	}

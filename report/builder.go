@@ -117,6 +117,7 @@ func (b *Builder) device(sn *snapshot.Snapshot, tl *replay.Timeline) (DeviceView
 	}
 	dv.Markers = b.markers(sn, tl, dv.Series)
 	dv.WhatIf = b.whatIf(sn, tl, dv.Series)
+	dv.Composition = b.composition(sn, tl, dv.Series)
 	for _, c := range tl.Caveats {
 		dv.Caveats = append(dv.Caveats, c.String())
 	}
@@ -235,3 +236,7 @@ func byBytes(a, b SiteBytes) int {
 	}
 	return cmp.Compare(a.Site, b.Site)
 }
+
+// Filter is the callsite filter the Builder names callsites with, for the
+// views that the served UI computes beside it (a diff of two snapshots).
+func (b *Builder) Filter() *callsite.Filter { return b.opts.Filter }

@@ -68,6 +68,9 @@ type DeviceView struct {
 	States []State `json:"states"`
 	// Flames are the live bytes by stack at the end and at the peak.
 	Flames []Flame `json:"flames"`
+	// Composition is the memory by category and by module over the
+	// trace; nil without one.
+	Composition *Composition `json:"composition"`
 	// Caveats say what limited the replay.
 	Caveats []string `json:"caveats"`
 	// WhatIf is the reserved bytes the allocator model predicts under the
@@ -167,19 +170,4 @@ type SiteSeries struct {
 	Site  string  `json:"site"`
 	Leak  bool    `json:"leak"`
 	Bytes []int64 `json:"bytes"`
-}
-
-// Diff compares the live bytes per callsite at the end of two snapshots.
-type Diff struct {
-	Base  string    `json:"base"`
-	Other string    `json:"other"`
-	Rows  []DiffRow `json:"rows"`
-}
-
-// DiffRow is one callsite's bytes in both snapshots.
-type DiffRow struct {
-	Site  string `json:"site"`
-	Base  int64  `json:"base"`
-	Other int64  `json:"other"`
-	Delta int64  `json:"delta"`
 }

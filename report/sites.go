@@ -68,36 +68,3 @@ func siteSeries(views []*built, leaks map[string]bool) []SiteSeries {
 	}
 	return out
 }
-
-// DiffViews compares the live bytes per callsite at the end of two
-// snapshot views, largest change first.
-func DiffViews(base, other *SnapshotView) Diff {
-	d := Diff{Base: base.Input, Other: other.Input, Rows: []DiffRow{}}
-	index := map[string]int{}
-	row := func(site string) *DiffRow {
-		k, ok := index[site]
-		if !ok {
-			k = len(d.Rows)
-			index[site] = k
-			d.Rows = append(d.Rows, DiffRow{Site: site})
-		}
-		return &d.Rows[k]
-	}
-	for _, s := range base.EndSites {
-		row(s.Site).Base = s.Bytes
-	}
-	for _, s := range other.EndSites {
-		row(s.Site).Other = s.Bytes
-	}
-	for k := range d.Rows {
-		d.Rows[k].Delta = d.Rows[k].Other - d.Rows[k].Base
-	}
-	abs := func(v int64) int64 { return max(v, -v) }
-	slices.SortFunc(d.Rows, func(a, b DiffRow) int {
-		if c := cmp.Compare(abs(b.Delta), abs(a.Delta)); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Site, b.Site)
-	})
-	return d
-}

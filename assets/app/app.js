@@ -5,7 +5,7 @@
 // diffs on demand). It only draws what the Go side computed, normalized
 // by model.js; each process draws on its own, so that one that fails
 // leaves the others on the page.
-/* global uPlot, d3, flamegraph, drawAllocState, drawWhatIf, normalizePayload, normalizeState, normalizeFlame, normalizeDiff, poolsPanel */
+/* global uPlot, d3, flamegraph, drawAllocState, drawWhatIf, compositionView, normalizePayload, normalizeState, normalizeFlame, normalizeDiff, renderDiff, fmtBytes, esc, el, siteColor, poolsPanel */
 "use strict";
 
 const drawn = { timeline: 0, state: 0, flame: 0, sites: 0 };
@@ -35,33 +35,6 @@ function failed(sec, e) {
   sec.appendChild(el("p", "error", "Part of this process could not be drawn: " + esc(e && e.message ? e.message : e)));
 }
 
-function fmtBytes(n) {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let v = Math.abs(n), u = 0;
-  while (v >= 1024 && u < units.length - 1) { v /= 1024; u++; }
-  return (n < 0 ? "-" : "") + (u === 0 ? v.toFixed(0) : v.toFixed(2)) + " " + units[u];
-}
-
-function esc(s) {
-  return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-}
-
-// siteColor hashes a callsite label to a colour, so that a callsite has
-// the same colour in every state, chart and snapshot.
-function siteColor(label) {
-  let h = 2166136261;
-  for (let i = 0; i < label.length; i++) { h ^= label.charCodeAt(i); h = Math.imul(h, 16777619); }
-  h >>>= 0;
-  return `hsl(${h % 360},${55 + (h >> 9) % 25}%,${45 + (h >> 17) % 15}%)`;
-}
-
-function el(tag, cls, html) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (html !== undefined) e.innerHTML = html;
-  return e;
-}
-
 async function fetchJSON(url) {
   const r = await fetch(url);
   if (!r.ok) throw new Error(`${url}: ${r.status} ${await r.text()}`);
@@ -72,7 +45,7 @@ async function fetchJSON(url) {
 const api = window.VRAMSCOPE_PAYLOAD === null ? {
   state: async (snap, dev, i) => normalizeState(await fetchJSON(`api/state?snapshot=${snap}&device=${dev}&event=${i}`)),
   flame: async (snap, dev, i) => normalizeFlame(await fetchJSON(`api/flame?snapshot=${snap}&device=${dev}&event=${i}`)),
-  diff: async (a, b) => normalizeDiff(await fetchJSON(`api/diff?base=${a}&other=${b}`)),
+  diff: async (a, b, at, lines) => normalizeDiff(await fetchJSON(`api/diff?base=${a}&other=${b}&at=${encodeURIComponent(at)}${lines ? "&lines=1" : ""}`)),
 } : null;
 
 // waitForServer polls the load's progress until the payload is ready.
@@ -218,6 +191,7 @@ function deviceView(body, pr, sv, dv, firstState) {
   const flameBox = el("div", "flame");
   const whatIfBox = el("div", "whatif");
   body.append(el("h3", "", "Memory over time"), tl, whatIfBox);
+  if (dv.composition) body.append(el("h3", "", "What the memory is made of"), compositionView(dv.composition, dv.series.x_unit));
   if (dv.caveats.length) body.appendChild(el("ul", "notes", dv.caveats.map((c) => `<li>${esc(c)}</li>`).join("")));
   const first = Math.max(0, dv.states.findIndex((st) => st.label === firstState));
   const stateTabs = tabs(dv.states, (st) => st.label, (st) => { drawn.state += drawAllocState(stateBox, st) ? 1 : 0; }, first);
@@ -368,8 +342,9 @@ function sitesPanel(pr) {
   return box;
 }
 
-// diffSection (served UI) compares the live bytes per callsite at the end
-// of two snapshots, of one process or of two.
+// diffSection (served UI) compares two snapshots, of one process or of
+// two, as vramscope diff does: at their peaks, ends or step N, by
+// callsite. ?diff=BASE,OTHER[,AT] opens a comparison.
 function diffSection(p) {
   const sec = el("section", "process");
   sec.appendChild(el("h2", "", "Compare two snapshots"));
@@ -382,20 +357,27 @@ function diffSection(p) {
     return s;
   };
   const a = mk(0), b = mk(snaps.length - 1);
+  const at = el("select");
+  for (const m of ["peak", "end"]) { const o = el("option", "", m); o.value = m; at.appendChild(o); }
+  const lines = el("input");
+  lines.type = "checkbox";
   const go = el("button", "", "Compare");
   const out = el("div");
-  sec.append(el("label", "", "Base "), a, el("label", "", " Other "), b, go, out);
+  sec.append(el("label", "", "A "), a, el("label", "", " B "), b, el("label", "", " at "), at,
+    el("label", "", " by line "), lines, go, out);
   const compare = async () => {
-    const d = await api.diff(a.value, b.value);
+    const d = await api.diff(a.value, b.value, at.value, lines.checked);
     out.innerHTML = "";
-    out.appendChild(el("table", "sites", "<tr><th>callsite</th><th>base</th><th>other</th><th>change</th></tr>" +
-      d.rows.map((r) => `<tr><td><span class="sw" style="background:${siteColor(r.site)}"></span>${esc(r.site)}</td><td class="num">${fmtBytes(r.base)}</td><td class="num">${fmtBytes(r.other)}</td><td class="num ${r.delta > 0 ? "up" : ""}">${r.delta > 0 ? "+" : ""}${fmtBytes(r.delta)}</td></tr>`).join("")));
+    renderDiff(out, d);
   };
   go.addEventListener("click", compare);
-  // ?diff=BASE,OTHER opens the comparison.
   const linked = (new URLSearchParams(location.search).get("diff") || "").split(",");
-  if (linked.length === 2) {
+  if (linked.length >= 2) {
     [a.value, b.value] = linked;
+    if (linked[2]) {
+      if (![...at.options].some((o) => o.value === linked[2])) at.appendChild(el("option", "", esc(linked[2])));
+      at.value = linked[2];
+    }
     pending.push(compare());
   }
   return sec;

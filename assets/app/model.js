@@ -107,6 +107,7 @@ function normalizeDevice(raw) {
     flames: arr(dv.flames).map(normalizeFlame),
     caveats: arr(dv.caveats).map((c) => str(c)),
     whatif: x.length ? normalizeWhatIf(dv.whatif, x.length) : null,
+    composition: normalizeComposition(dv.composition),
   };
 }
 
@@ -147,10 +148,55 @@ function normalizeFlame(raw) {
   return { label: str(f.label, "live memory"), root: node(f.root) };
 }
 
+// normalizeDiff normalizes a comparison of `vramscope diff` (diff.Report):
+// a table is null where the comparison did not make it (a dimension it
+// was not asked for).
 function normalizeDiff(raw) {
   const d = obj(raw);
+  const totals = (t) => ({
+    allocated_bytes: num(t.allocated_bytes), reserved_bytes: num(t.reserved_bytes),
+    peak_allocated_bytes: numOrNull(t.peak_allocated_bytes), peak_reserved_bytes: numOrNull(t.peak_reserved_bytes),
+  });
+  const side = (raw) => {
+    const s = obj(raw);
+    return { device: num(s.device, -1), event: num(s.event, -1), label: str(s.label), ...totals(s) };
+  };
+  const row = (raw) => {
+    const r = obj(raw);
+    return {
+      key: str(r.key), name: str(r.name, "?"), change: str(r.change, "unchanged"),
+      a_bytes: num(r.a_bytes), b_bytes: num(r.b_bytes), delta_bytes: num(r.delta_bytes),
+      a_blocks: num(r.a_blocks), b_blocks: num(r.b_blocks),
+      stack: arr(obj(r.place).stack).map(normalizeFrame),
+    };
+  };
+  const table = (raw) => {
+    if (raw === null || raw === undefined) return null;
+    const t = obj(raw), rest = obj(t.rest);
+    return {
+      rows: arr(t.rows).map(row),
+      rest: { rows: num(rest.rows), a_bytes: num(rest.a_bytes), b_bytes: num(rest.b_bytes), delta_bytes: num(rest.delta_bytes) },
+      unchanged: num(t.unchanged), unchanged_bytes: num(t.unchanged_bytes),
+    };
+  };
+  const sideInfo = (raw) => ({ path: str(obj(raw).path, "?"), torch_version: str(obj(raw).torch_version) });
   return {
-    base: str(d.base), other: str(d.other),
-    rows: arr(d.rows).map((r) => ({ site: str(obj(r).site, "?"), base: num(obj(r).base), other: num(obj(r).other), delta: num(obj(r).delta) })),
+    version: num(d.version, 1), at: str(d.at, "peak"), lines: d.lines === true,
+    unmatched: arr(d.unmatched).map((u) => str(u)),
+    pairs: arr(d.pairs).map((raw) => {
+      const p = obj(raw);
+      return {
+        name: str(p.name), a: sideInfo(p.a), b: sideInfo(p.b),
+        settings: arr(p.settings).map((s) => ({ key: str(obj(s).key, "?"), a: str(obj(s).a), b: str(obj(s).b) })),
+        torch_versions_differ: p.torch_versions_differ === true,
+        devices: arr(p.devices).map((raw) => {
+          const dv = obj(raw);
+          return {
+            summary: str(dv.summary), a: side(dv.a), b: side(dv.b), delta: totals(obj(dv.delta)),
+            tables: { callsite: table(dv.callsites), category: table(dv.categories), module: table(dv.modules) },
+          };
+        }),
+      };
+    }),
   };
 }

@@ -486,5 +486,82 @@ class TestPoolLedger(HookTest):
         kv.close()
 
 
+# A model of the stand-in: Net(encoder=Block(mlp=Leaf), head=Leaf), each
+# forward allocating once before calling its children; the head raises on
+# its second call.
+MODEL = """
+import json
+import torch
+from torch import nn
+
+class Leaf(nn.Module):
+    calls = 0
+    def forward(self, x):
+        torch.cuda.alloc(1)
+        return x
+
+class Raises(Leaf):
+    def forward(self, x):
+        Raises.calls += 1
+        torch.cuda.alloc(1)
+        if Raises.calls == 2:
+            raise ValueError("boom")
+        return x
+
+class Block(nn.Module):
+    def forward(self, x):
+        torch.cuda.alloc(1)
+        return self.mlp(x)
+
+class Net(nn.Module):
+    def forward(self, x):
+        torch.cuda.alloc(1)
+        x = self.encoder(x)
+        torch.cuda.alloc(1)
+        return self.head(x)
+
+net = Net(encoder=Block(mlp=Leaf()), head=Raises())
+torch.cuda.memory._set_memory_metadata("step=1")
+net(0)
+torch.cuda.alloc(1)
+try:
+    net(0)
+except ValueError:
+    pass
+torch.cuda.alloc(1)
+print(json.dumps(torch.cuda.tags))
+"""
+
+
+class TestModuleNames(HookTest):
+    def test_forwards_tag_their_allocations(self):
+        r = self.ok(MODEL, env={"VRAMSCOPE_MODULE_NAMES": "1"})
+        tags = json.loads(r.proc.stdout)
+        one = ["module=Net", "module=Net.encoder", "module=Net.encoder.mlp", "module=Net", "module=Net.head"]
+        # After each forward the tag is what the program had set; a forward
+        # that raised restores it too.
+        self.assertEqual(tags, one + ["step=1"] + one + ["step=1"])
+        self.assertIn("nn.register_module_forward_pre_hook", r.calls)
+
+    def test_off_by_default(self):
+        r = self.ok(MODEL)
+        self.assertEqual(set(json.loads(r.proc.stdout)), {"step=1"})
+        self.assertNotIn("nn.register_module_forward_pre_hook", r.calls)
+
+    def test_old_torch_warns_once(self):
+        r = self.ok("""
+            import json
+            import torch
+            from torch import nn
+            class Leaf(nn.Module):
+                def forward(self, x):
+                    torch.cuda.alloc(1)
+            Leaf()(0)
+            Leaf()(0)
+            print(json.dumps(torch.cuda.tags))
+        """, env={"VRAMSCOPE_MODULE_NAMES": "1", "FAKE_TORCH_NO_METADATA": "1"})
+        self.assertEqual(json.loads(r.proc.stdout), ["", ""])
+        self.assertEqual(r.proc.stderr.count("module names off"), 1, r.proc.stderr)
+
 if __name__ == "__main__":
     unittest.main()

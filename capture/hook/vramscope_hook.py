@@ -30,6 +30,11 @@ Files go to OUT/step{N}/{tag}_rank{R}_pid{P}.pickle (OOM: OUT/oom/, signal and
 interval dumps: OUT/{YYYYmmdd-HHMMSS}/, exit: OUT/final/), each written to a
 hidden temporary name and renamed, so a file that looks whole is whole.
 
+With module_names on (``record --module-names``, VRAMSCOPE_MODULE_NAMES=1)
+every module forward tags its allocations with the module's qualified name,
+through torch.cuda.memory._set_memory_metadata (torch 2.10 and later), for
+``vramscope breakdown --by module``.
+
 Settings come from keyword arguments or VRAMSCOPE_* environment variables
 (see Settings). It works on torch 2.1 through 2.11 by checking for each API
 rather than for versions; anything missing is reported once on stderr and
@@ -120,6 +125,10 @@ class Settings:
         self.signal = (kw.get("signal") or _env("SIGNAL", "USR1")).upper()
         self.oom = _flag(kw.get("oom"), _env("OOM", "1"))
         self.final = (kw.get("final") or _env("FINAL", "auto")).lower()
+        # module_names: tag each module forward's allocations with the
+        # module's qualified name (torch >= 2.10; off by default: one Python
+        # call per module call).
+        self.module_names = _flag(kw.get("module_names"), _env("MODULE_NAMES", "0"))
         if self.stacks not in ("python", "all"):
             raise ValueError("stacks %r: want python or all" % self.stacks)
         if self.final not in ("auto", "always", "never"):
@@ -228,6 +237,11 @@ class _Recorder:
         """Called once torch is imported: hooks that need no CUDA now, recording at CUDA init."""
         self.torch = torch
         self._hook_optimizer()
+        if self.s.module_names:
+            try:
+                self.handles += _ModuleNames(torch).install()
+            except Exception as e:
+                self._once("modules", "module names off: %r" % (e,))
         try:
             torch.cuda._lazy_call(self._on_cuda_init)
         except Exception as e:  # very old or CPU-only builds
@@ -497,6 +511,87 @@ class _Recorder:
         if key not in self.warned:
             self.warned.add(key)
             _warn(msg)
+
+
+class _ModuleNames:
+    """Tags allocations with the qualified name of the module whose forward
+    runs: torch.cuda.memory._set_memory_metadata("module=NAME") on entry,
+    the enclosing module's tag (or what was set before the outermost one)
+    again on exit (the program's own calls to _set_memory_metadata are
+    seen through a wrapper, so that its "step=3" comes back after a
+    forward). vramscope's breakdown then names modules exactly
+    ("LlamaForCausalLM.model.layers.3.mlp") where stacks give only code
+    lines. The metadata is per thread, so backward (the autograd engine's
+    threads) carries none. A module is named on its first call: the root
+    by its class, a child by the attribute path from the module that
+    called it."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.names = weakref.WeakKeyDictionary()
+        self.local = threading.local()
+
+    def install(self):
+        """Registers the global forward hooks; returns their handles. Raises
+        when this torch cannot tag allocations."""
+        mem = self.torch.cuda.memory
+        self.set = getattr(mem, "_set_memory_metadata", None)
+        if self.set is None:
+            raise RuntimeError("torch.cuda.memory._set_memory_metadata is missing (torch < 2.10)")
+        original = self.set
+
+        def set_memory_metadata(md, *args, **kwargs):
+            self.local.user = md
+            return original(md, *args, **kwargs)
+        module = importlib.import_module("torch.nn.modules.module")
+        pre = module.register_module_forward_pre_hook(self._enter)
+        try:  # always_call: restore the tag when forward raises, too
+            post = module.register_module_forward_hook(self._exit, always_call=True)
+        except TypeError:
+            post = module.register_module_forward_hook(self._exit)
+        mem._set_memory_metadata = set_memory_metadata
+        return [pre, post]
+
+    def _stack(self):
+        st = getattr(self.local, "stack", None)
+        if st is None:
+            st = self.local.stack = []
+        return st
+
+    def _name(self, module, parent):
+        name = self.names.get(module)
+        if name is not None:
+            return name
+        name = type(module).__name__
+        if parent is not None:
+            pmod, pname = parent
+            for child, m in pmod.named_modules():
+                if m is module and child:
+                    name = pname + "." + child
+                    break
+        with contextlib.suppress(TypeError):
+            self.names[module] = name
+        return name
+
+    def _enter(self, module, args):
+        try:
+            st = self._stack()
+            name = self._name(module, (st[-1][0], st[-1][1]) if st else None)
+            st.append((module, name))
+            self.set("module=" + name)
+        except Exception:
+            pass
+
+    def _exit(self, module, args, output):
+        try:
+            st = self._stack()
+            while st:  # pops what a forward that raised left behind, too
+                m, _ = st.pop()
+                if m is module:
+                    break
+            self.set("module=" + st[-1][1] if st else getattr(self.local, "user", ""))
+        except Exception:
+            pass
 
 
 def _now_folder():

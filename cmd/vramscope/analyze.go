@@ -31,6 +31,7 @@ type analyzeFlags struct {
 	focus, ignore string
 	maxMemory     bytesFlag
 	progress      bool
+	rules         string
 }
 
 // load is how the flags bound and report loading.
@@ -99,6 +100,7 @@ func (fl *analyzeFlags) register(cmd *cobra.Command) {
 	f.StringVar(&fl.ignore, "ignore", "", "regexp of frames to skip when naming the callsite")
 	f.Var(&fl.maxMemory, "max-memory", "decode snapshots at once only while their estimated memory (1.2x the raw pickle) fits this (default: half the memory available)")
 	f.BoolVar(&fl.progress, "progress", false, "print the loading's progress on stderr, a line per snapshot, even when stderr is not a terminal (on one it is shown anyway)")
+	f.StringVar(&fl.rules, "rules", "", "file of your own breakdown categories, NAME frame|annotation|metadata REGEX a line (see breakdown --help)")
 }
 
 // gateVerdicts are the verdicts --fail-on accepts.
@@ -120,7 +122,11 @@ func runAnalyze(ctx context.Context, stdout, stderr io.Writer, args []string, fl
 	if err != nil {
 		return err
 	}
-	a := analyze.New(analyze.Options{Filter: filter})
+	rules, err := readRules(fl.rules)
+	if err != nil {
+		return err
+	}
+	a := analyze.New(analyze.Options{Filter: filter, Rules: rules})
 	failed, total, err := loadAll(ctx, stderr, args, a, fl.load())
 	if err != nil {
 		return err

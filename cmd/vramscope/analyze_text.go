@@ -33,6 +33,7 @@ func writeAnalysis(w io.Writer, rep *analyze.Report) error {
 		}
 		p(": %s\n", pr.Verdict)
 		writeProcessFigures(&b, pr)
+		writeMadeOf(&b, pr.Breakdown, len(pr.Stats.Devices) > 1)
 		for _, n := range pr.Notes {
 			p("  note: %s\n", n)
 		}
@@ -160,8 +161,9 @@ func writeFinding(b *strings.Builder, n int, f diagnose.Finding, device string) 
 }
 
 // textOmits are evidence keys the text says elsewhere: the callsite
-// reason on the "at" line, the x axis in the process's snapshot list.
-var textOmits = map[string]bool{"callsite_reason": true, "per": true, "snapshots": true}
+// reason on the "at" line, the x axis in the process's snapshot list, the
+// categories at the peak in made_of.
+var textOmits = map[string]bool{"callsite_reason": true, "per": true, "snapshots": true, "category_bytes": true}
 
 // findingDevice names f's device when pr spans several devices: there
 // the reader must know which GPU ran out or leaks, while on the usual

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -281,7 +282,7 @@ func TestBrowserServe(t *testing.T) {
 	url := base + "?at=2:0:150&diff=0,2"
 	dom := chromium(t, url, "1000", "--dump-dom")
 	checkPage(t, dom, "leak", 1, map[string]int{"timeline": 1, "state": 1, "flame": 1})
-	for _, want := range []string{"event 150: ", "<th>change</th>"} {
+	for _, want := range []string{"event 150: ", "<th>change</th>", "Diff at the peak", "compute_next_token_logits (leak_closure.py)"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("served UI lacks %q: the on-demand state or diff did not load", want)
 		}
@@ -352,4 +353,32 @@ func tail(b []byte, n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
+}
+
+// TestBrowserBreakdown opens the report of the H100 Llama training run
+// (transformers, stacks="all"): the page stacks its memory by category,
+// with the parameters, Adam state, gradients, activations and cuBLAS
+// workspaces it holds, and by module.
+func TestBrowserBreakdown(t *testing.T) {
+	ensureChromium(t)
+	const llama = "../../testdata/breakdown/out/llama_train.pickle.gz"
+	dom := reportDOM(t, llama)
+	checkPage(t, dom, "healthy", 1, map[string]int{"timeline": 1, "composition": 1})
+	m := regexp.MustCompile(`class="composition" data-bands="([^"]*)"`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatal("no composition chart on the page")
+	}
+	for _, c := range []string{"parameter", "gradient", "optimizer_state", "activation", "temporary", "workspace"} {
+		if !slices.Contains(strings.Split(m[1], ","), c) {
+			t.Errorf("the category chart lacks %s: bands %s", c, m[1])
+		}
+	}
+	if !strings.Contains(dom, ">by module</button>") {
+		t.Error("no by-module tab")
+	}
+	out := filepath.Join(t.TempDir(), "report.html")
+	if code := run(context.Background(), io.Discard, io.Discard, []string{"report", "-o", out, llama}); code != exitOK {
+		t.Fatalf("vramscope report exited %d", code)
+	}
+	screenshot(t, "file://"+out, "breakdown.png")
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"github.com/vramscope/vramscope/breakdown"
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/inputs"
@@ -68,40 +69,50 @@ standard library and C++ frames are skipped. --focus and --ignore adjust that.`,
 type explainedFile struct {
 	Path     string             `json:"path"`
 	Findings []diagnose.Finding `json:"findings"`
-	in       inputs.Input
-	reports  []*diagnose.DeviceReport
+	// Breakdown is what each traced device's memory is made of.
+	Breakdown []breakdown.Report `json:"breakdown"`
+	in        inputs.Input
+	reports   []*diagnose.DeviceReport
 }
 
 // explain reads every input named by args and explains each device.
 func explain(ctx context.Context, stdout, stderr io.Writer, args []string, f *callsite.Filter, asJSON bool) error {
 	analyse := func(in inputs.Input) (explainedFile, error) {
-		reports, err := explainInput(in, stderr, f)
+		reports, made, err := explainInput(in, stderr, f)
 		if err != nil {
 			return explainedFile{}, err
 		}
-		ef := explainedFile{Path: in.Path, Findings: []diagnose.Finding{}, in: in, reports: reports}
+		ef := explainedFile{Path: in.Path, Findings: []diagnose.Finding{}, Breakdown: made, in: in, reports: reports}
 		for _, r := range reports {
 			ef.Findings = append(ef.Findings, r.Findings...)
 		}
 		return ef, nil
 	}
-	text := func(w io.Writer, ef explainedFile) error { return writeExplanation(w, ef.in, ef.reports) }
+	text := func(w io.Writer, ef explainedFile) error { return writeExplanation(w, ef.in, ef.reports, ef.Breakdown) }
 	return perFile(ctx, stdout, stderr, args, asJSON, analyse, text)
 }
 
-// explainInput loads, replays and explains one input.
-func explainInput(in inputs.Input, stderr io.Writer, f *callsite.Filter) ([]*diagnose.DeviceReport, error) {
+// explainInput loads, replays and explains one input, and breaks each
+// traced device's memory down by category; the findings of a device
+// say what its peak is made of.
+func explainInput(in inputs.Input, stderr io.Writer, f *callsite.Filter) ([]*diagnose.DeviceReport, []breakdown.Report, error) {
 	sn, tls, err := loadDevices(in, stderr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]*diagnose.DeviceReport, 0, len(tls))
+	made := []breakdown.Report{}
 	for _, tl := range tls {
 		r, err := diagnose.Explain(sn, tl, f)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if tl.Len() > 1 {
+			m := breakdown.Classify(sn, tl, breakdown.Options{Filter: f}).Report(diagnose.DetectSteps(sn, tl, f))
+			m.Annotate(r.Findings)
+			made = append(made, m)
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	return out, made, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/vramscope/vramscope/breakdown"
 	"io"
 	"strings"
 
@@ -16,7 +17,7 @@ import (
 const maxRows = 5
 
 // writeExplanation prints one input's device reports for people.
-func writeExplanation(w io.Writer, in inputs.Input, reports []*diagnose.DeviceReport) error {
+func writeExplanation(w io.Writer, in inputs.Input, reports []*diagnose.DeviceReport, made []breakdown.Report) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	name := in.Path
@@ -33,6 +34,12 @@ func writeExplanation(w io.Writer, in inputs.Input, reports []*diagnose.DeviceRe
 			p("  caveat: %s\n", c)
 		}
 		writePeak(&b, r.Peak)
+		for _, m := range made {
+			if m.Device == r.Device {
+				b.WriteString("\n")
+				writeMadeOf(&b, []breakdown.Report{m}, false)
+			}
+		}
 		p("\n  Fragmentation\n")
 		for _, fr := range r.Frag {
 			writeFrag(&b, fr)
@@ -51,6 +58,11 @@ func writeExplanation(w io.Writer, in inputs.Input, reports []*diagnose.DeviceRe
 			p("    [%s] %s: %s\n", fd.Severity, fd.Kind, fd.Title)
 			if fd.Callsite != nil {
 				p("      at %s\n", frameText(*fd.Callsite))
+			}
+			for _, k := range []string{"made_of", "growing_category"} {
+				if v, ok := fd.Evidence[k]; ok {
+					p("      %s: %v\n", k, v)
+				}
 			}
 			p("      fix: %s\n", fd.Fix)
 		}

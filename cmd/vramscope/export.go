@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vramscope/vramscope/breakdown"
 	"io"
 	"slices"
 	"strings"
@@ -157,6 +158,7 @@ func writePprof(stderr io.Writer, path string, l loaded, at string, filter *call
 	if err != nil {
 		return err
 	}
+	labelBlocks(l, at, filter, blocks)
 	meta := pprofout.Meta{TimeUS: timeUS, Comments: []string{"vramscope export: " + l.in.String() + " at " + at}}
 	var st pprofout.Stats
 	err = writeFile(path, func(w io.Writer) (err error) {
@@ -206,4 +208,24 @@ func processName(in inputs.Input) string {
 		return in.String()
 	}
 	return fmt.Sprintf("%s (%s)", in, strings.Join(ids, ", "))
+}
+
+// labelBlocks sets each block's breakdown category and module: the
+// labels of the blocks active at the export's moment (each device's peak,
+// or the end of its trace for end and leak).
+func labelBlocks(l loaded, at string, f *callsite.Filter, blocks []pprofout.Block) {
+	byDevice := map[int]map[uint64]breakdown.Label{}
+	for _, tl := range l.timelines {
+		i := tl.Len() - 1
+		if at == "peak" {
+			i = tl.Peak(replay.Allocated).Index
+		}
+		byDevice[tl.Device] = breakdown.Classify(l.sn, tl, breakdown.Options{Filter: f}).ActiveAt(i)
+	}
+	for k := range blocks {
+		b := &blocks[k]
+		if lab, ok := byDevice[b.Device][b.Addr]; ok {
+			b.Category, b.Module = string(lab.Category), lab.Module
+		}
+	}
 }

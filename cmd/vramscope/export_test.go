@@ -152,3 +152,36 @@ func TestExportLeak(t *testing.T) {
 		t.Errorf("no leak: exit %d, stderr %q; want exit 2 saying so", code, stderr)
 	}
 }
+
+// TestExportCategoryLabel: a pprof export labels each sample with its
+// breakdown category; summed by label at the end of the MLP+AdamW run they
+// are torch's own counts (134332416 bytes of parameters and of gradients,
+// twice that of Adam state).
+func TestExportCategoryLabel(t *testing.T) {
+	fromRepoRoot(t)
+	out := filepath.Join(t.TempDir(), "mlp.pb.gz")
+	if code, _, stderr := runCmd("export", "testdata/breakdown/out/mlp_adamw.pickle.gz", "--pprof", out, "--at", "end"); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]int64{}
+	for _, s := range p.Sample {
+		if len(s.Label["category"]) != 1 {
+			t.Fatalf("sample without one category label: %v", s.Label)
+		}
+		by[s.Label["category"][0]] += s.Value[1]
+	}
+	for c, want := range map[string]int64{"parameter": 134332416, "gradient": 134332416, "optimizer_state": 268664832} {
+		if by[c] != want {
+			t.Errorf("%s: %d bytes, want %d (all: %v)", c, by[c], want, by)
+		}
+	}
+}

@@ -101,6 +101,19 @@
 //	$ vramscope export testdata/scenarios/out/leak_closure/step4/server_rank0_pid561.pickle.gz --pprof leak.pb.gz --at leak
 //	$ vramscope export testdata/scenarios/out/two_procs/step4 --perfetto two_procs.json
 //
+// # diff
+//
+// Diff answers "what does B hold that A did not?" for two snapshots, two
+// runs (processes matched by tag and rank), two ranks (--ranks) or two
+// steps (--steps) of one run: at the allocated peak, the end or step N of
+// each, the allocated and reserved bytes and the peaks of both, the
+// allocator settings and torch versions that differ, and the live bytes
+// by callsite (lines merged unless --lines), each row added, removed,
+// grown or shrunk. --max-growth makes it a CI gate; --html writes a page.
+//
+//	$ vramscope diff testdata/scenarios/out/peak_chunked testdata/scenarios/out/peak_upcast
+//	$ vramscope diff --at end --max-growth 100MiB testdata/scenarios/out/leak_fixed testdata/scenarios/out/leak_closure   # exits 3
+//
 // # report and serve
 //
 // Report writes the analysis as one offline HTML file, and serve shows the
@@ -113,7 +126,7 @@
 // arguments); 2 when an input could not be read or an output file could
 // not be written (the message names the file and the reason; the other
 // inputs are still reported); 3 when analyze's gate (--fail-on,
-// --max-growth, --max-peak) trips.
+// --max-growth, --max-peak) or diff's (--max-growth) trips.
 package main
 
 import (
@@ -156,6 +169,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	root.SetArgs(args)
 	root.AddCommand(newStatsCommand(stdout, stderr))
 	root.AddCommand(newStepsCommand(stdout, stderr))
+	root.AddCommand(newBreakdownCommand(stdout, stderr))
 	root.AddCommand(newExplainCommand(stdout, stderr))
 	root.AddCommand(newOOMCommand(stdout))
 	root.AddCommand(newAnalyzeCommand(stdout, stderr))
@@ -165,6 +179,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 	root.AddCommand(newRecordCommand(stdout, stderr), newHookCommand(stdout))
 	root.AddCommand(newWatchCommand(stdout, stderr))
 	root.AddCommand(newSimulateCommand(stdout, stderr))
+	root.AddCommand(newDiffCommand(stdout, stderr))
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {

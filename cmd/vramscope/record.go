@@ -87,6 +87,7 @@ The same hook is a Python module for explicit control: see vramscope hook.`,
 	f.BoolVar(&fl.NoLog, "no-log", false, "write no memory log")
 	f.StringVar(&fl.Signal, "signal", fl.Signal, "signal that makes a process dump: USR1, USR2 or none")
 	f.BoolVar(&fl.NoOOM, "no-oom", false, "no snapshot at an out-of-memory error")
+	f.BoolVar(&fl.ModuleNames, "module-names", false, "tag each module forward's allocations with its qualified name (torch >= 2.10), for breakdown --by module")
 	f.StringVar(&fl.Final, "final", fl.Final, "dump at exit: auto (when nothing else was dumped), always or never")
 	f.BoolVar(&fl.noAnalyze, "no-analyze", false, "only record; do not analyze")
 	fl.analyze.register(cmd)

@@ -12,6 +12,7 @@ import (
 // becomes a profile the same way.
 type Block struct {
 	Device    int
+	Addr      uint64
 	Size      uint64 // rounded block size: the sample's inuse_space
 	Requested uint64
 	// State is ActiveAllocated or ActivePendingFree.
@@ -24,6 +25,9 @@ type Block struct {
 	// BeforeRecording marks a block whose alloc the trace does not hold;
 	// with no stack of its own it is filed under "<before recording>".
 	BeforeRecording bool
+	// Category and Module are what package breakdown made of the block
+	// (labels "category" and "module"); "" when not classified.
+	Category, Module string
 }
 
 // Moment names the instant whose live blocks a profile shows.
@@ -103,7 +107,7 @@ func atEnd(sn *snapshot.Snapshot, t *replay.Timeline) []Block {
 				continue
 			}
 			lb := Block{
-				Device: seg.Device, Size: b.Size, Requested: b.RequestedSize, State: b.State,
+				Device: seg.Device, Addr: b.Address, Size: b.Size, Requested: b.RequestedSize, State: b.State,
 				Stack: b.Stack, Stream: seg.Stream, Pool: seg.Pool, BeforeRecording: true,
 			}
 			if start, ok := traced[b.Address]; ok {
@@ -125,7 +129,7 @@ func Allocations(t *replay.Timeline, i int, idx []int) []Block {
 	for _, k := range idx {
 		a := t.Allocation(k)
 		b := Block{
-			Device: t.Device, Size: a.Size, Requested: a.Requested, State: snapshot.ActivePendingFree,
+			Device: t.Device, Addr: a.Addr, Size: a.Size, Requested: a.Requested, State: snapshot.ActivePendingFree,
 			Stack: a.Stack, Stream: a.Stream, Pool: a.Pool,
 		}
 		if a.AllocatedAt(i) {

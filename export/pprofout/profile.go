@@ -75,6 +75,8 @@ type sampleKey struct {
 	pool            snapshot.PoolID
 	userMetadata    snapshot.StringID
 	size, requested uint64
+	category        string
+	module          string
 }
 
 func build(sn *snapshot.Snapshot, blocks []Block, meta Meta) *profile.Profile {
@@ -94,6 +96,7 @@ func build(sn *snapshot.Snapshot, blocks []Block, meta Meta) *profile.Profile {
 		k := sampleKey{
 			stack: b.Stack, beforeRecording: b.BeforeRecording, device: b.Device, stream: b.Stream,
 			state: b.State, pool: b.Pool, userMetadata: b.UserMetadata, size: b.Size, requested: b.Requested,
+			category: b.Category, module: b.Module,
 		}
 		s := samples[k]
 		if s == nil {
@@ -136,6 +139,12 @@ func newSample(sn *snapshot.Snapshot, b Block, locs []*profile.Location) *profil
 	}
 	if md := sn.String(b.UserMetadata); md != "" {
 		s.Label["user_metadata"] = []string{md}
+	}
+	if b.Category != "" {
+		s.Label["category"] = []string{b.Category}
+	}
+	if b.Module != "" {
+		s.Label["module"] = []string{b.Module}
 	}
 	return s
 }

@@ -19,11 +19,11 @@ import (
 // before the code using them.
 var (
 	scripts = []string{
-		"app/errors.js",
+		"app/errors.js", "app/util.js",
 		"vendor/uPlot.iife.min.js", "vendor/d3.min.js", "vendor/d3-flamegraph.umd.min.js",
-		"app/model.js", "app/allocstate.js", "app/whatif.js", "app/pools.js", "app/app.js",
+		"app/model.js", "app/allocstate.js", "app/whatif.js", "app/pools.js", "app/breakdown.js", "app/diff.js", "app/app.js",
 	}
-	styles = []string{"vendor/uPlot.min.css", "app/app.css"}
+	styles = []string{"vendor/uPlot.min.css", "app/app.css", "app/diff.css"}
 )
 
 // view is page.html's data. The assets are ours, embedded in the binary,
@@ -55,6 +55,11 @@ func WriteServed(w io.Writer, title string) error {
 }
 
 func render(w io.Writer, title string, payload template.JS) error {
+	return renderWith(w, title, payload, scripts, styles)
+}
+
+// renderWith writes page.html with the payload and the named assets.
+func renderWith(w io.Writer, title string, payload template.JS, scripts, styles []string) error {
 	v := view{Title: title, Payload: payload}
 	for _, name := range scripts {
 		b, err := fs.ReadFile(assets.FS, name)

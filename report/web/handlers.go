@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/vramscope/vramscope/diff"
+	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/report"
 	"github.com/vramscope/vramscope/report/page"
@@ -60,20 +62,60 @@ func (s *Server) getFlame(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// getDiff answers ?base=ID&other=ID with the live bytes per callsite at
-// the end of both snapshots.
+// getDiff answers ?base=ID&other=ID[&at=peak|end|step N][&lines=1] with
+// vramscope diff's comparison of the two snapshots (diff.Report, one
+// pair), at their peaks unless at says otherwise.
 func (s *Server) getDiff(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.ready(w); !ok {
 		return
 	}
-	base, ok1 := s.view(w, r, "base")
-	if !ok1 {
+	q := r.URL.Query()
+	at, err := diff.ParseMoment(q.Get("at"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	other, ok2 := s.view(w, r, "other")
-	if ok2 {
-		writeJSON(w, report.DiffViews(base, other))
+	a, ok := s.side(w, r, "base")
+	if !ok {
+		return
 	}
+	b, ok := s.side(w, r, "other")
+	if !ok {
+		return
+	}
+	opts := diff.Options{At: at, Lines: q.Get("lines") == "1", Top: diffRows, Filter: s.b.Filter()}
+	p, err := diff.Compare("", a, b, opts)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	rep := diff.NewReport(opts)
+	rep.Pairs = append(rep.Pairs, p)
+	writeJSON(w, rep)
+}
+
+// diffRows is how many rows of each table the served diff shows.
+const diffRows = 50
+
+// side is the loaded snapshot named by query parameter key, as one side of
+// a diff.
+func (s *Server) side(w http.ResponseWriter, r *http.Request, key string) (*diff.Side, bool) {
+	v, ok := s.view(w, r, key)
+	if !ok {
+		return nil, false
+	}
+	s.mu.RLock()
+	l, ok := s.loaded[v.ID]
+	s.mu.RUnlock()
+	if !ok {
+		http.Error(w, fmt.Sprintf("%s=%d: the snapshot was not kept loaded", key, v.ID), http.StatusBadRequest)
+		return nil, false
+	}
+	side := &diff.Side{Path: v.Input, Snapshot: l.Snapshot, Timelines: l.Timelines, TorchVersion: diff.TorchVersion(v.Input)}
+	if id := inputs.ParseIdentity(v.Input); id.HasStep {
+		side.FileStep = &id.Step
+	}
+	return side, true
 }
 
 // ready returns the payload, or answers 503 while the inputs load.

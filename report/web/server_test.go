@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vramscope/vramscope/analyze"
+	"github.com/vramscope/vramscope/diff"
 	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/report"
@@ -86,6 +87,8 @@ func TestHandlers(t *testing.T) {
 		{"/api/state?snapshot=x", 400, "want integer"},
 		{"/api/flame", 400, "want integer"},
 		{"/api/diff?base=0", 400, "no such snapshot"},
+		{"/api/diff?base=0&other=2&at=middle", 400, "want peak, end or step N"},
+		{"/api/diff?base=0&other=2&at=step%209", 400, "no step 9"},
 		{"/api/nothing", 404, ""},
 	} {
 		code, body := get(t, h, tc.url)
@@ -95,6 +98,44 @@ func TestHandlers(t *testing.T) {
 	}
 	if last.ID != 2 || last.Devices[0].Events == 0 {
 		t.Fatalf("fixture changed: last snapshot %d with %d events", last.ID, last.Devices[0].Events)
+	}
+}
+
+// The served diff is vramscope diff's: step 2 against step 4 of
+// leak_closure at their ends holds the two leaking callsites' growth, by
+// line on request.
+func TestDiff(t *testing.T) {
+	srv, _ := newServer(t)
+	for _, tc := range []struct {
+		query, at string
+		lines     bool
+	}{
+		{"base=0&other=2&at=end", "end", false},
+		{"base=0&other=2&at=end&lines=1", "end", true},
+		{"base=0&other=2", "peak", false},
+	} {
+		code, body := get(t, srv.Handler(), "/api/diff?"+tc.query)
+		var rep diff.Report
+		if err := json.Unmarshal([]byte(body), &rep); code != 200 || err != nil {
+			t.Fatalf("%s: %d %v %.200q", tc.query, code, err, body)
+		}
+		if rep.Version != diff.Version || rep.At != tc.at || rep.Lines != tc.lines || len(rep.Pairs) != 1 || len(rep.Pairs[0].Devices) != 1 {
+			t.Fatalf("%s: %+v", tc.query, rep)
+		}
+		d := rep.Pairs[0].Devices[0]
+		if !strings.Contains(rep.Pairs[0].B.Path, "step4") || d.Callsites == nil || d.Categories == nil || d.Modules == nil {
+			t.Fatalf("%s: B %s, tables %v %v %v", tc.query, rep.Pairs[0].B.Path, d.Callsites != nil, d.Categories != nil, d.Modules != nil)
+		}
+		if tc.at != "end" {
+			continue
+		}
+		top := d.Callsites.Rows[0]
+		if !strings.HasPrefix(top.Name, "compute_next_token_logits (leak_closure.py") || top.Change != diff.Grown || top.BBlocks != 4 || top.ABlocks != 2 {
+			t.Errorf("%s: top row %s %s, blocks %d -> %d", tc.query, top.Change, top.Name, top.ABlocks, top.BBlocks)
+		}
+		if tc.lines != strings.HasPrefix(top.Name, "compute_next_token_logits (leak_closure.py:") {
+			t.Errorf("%s: row %q", tc.query, top.Name)
+		}
 	}
 }
 

@@ -20,4 +20,4 @@ def _record(name, *args, **kwargs):
             f.write(json.dumps([name, [repr(a) for a in args], {k: repr(v) for k, v in kwargs.items()}]) + "\n")
 
 
-from . import cuda, distributed, optim, _C  # noqa: E402,F401
+from . import cuda, distributed, nn, optim, _C  # noqa: E402,F401

@@ -1,3 +1,4 @@
+import os
 import pickle
 
 import torch
@@ -7,6 +8,8 @@ _queued = []
 _allocated = 0
 _reserved = 0
 _history = None
+_metadata = ""
+tags = []  # per alloc(), the metadata it was made under
 
 
 class OutOfMemoryError(RuntimeError):
@@ -42,6 +45,7 @@ def alloc(n):
     _reserved = max(_reserved, _allocated)
     if _history is not None:
         _history.append(("alloc", n))
+    tags.append(_metadata)
 
 
 def free(n):
@@ -86,6 +90,14 @@ class _Memory:
         _history = [] if enabled else None
 
     @staticmethod
+    def _set_memory_metadata(md):
+        """torch >= 2.10: tags the allocations that follow on this thread.
+        Each alloc() records the tag it was made under."""
+        global _metadata
+        torch._record("cuda.memory._set_memory_metadata", md)
+        _metadata = md
+
+    @staticmethod
     def _dump_snapshot(filename):
         torch._record("cuda.memory._dump_snapshot", filename)
         with open(filename, "wb") as f:
@@ -94,3 +106,7 @@ class _Memory:
 
 
 memory = _Memory()
+
+
+if os.environ.get("FAKE_TORCH_NO_METADATA"):  # torch before 2.10
+    del _Memory._set_memory_metadata

@@ -1,0 +1,409 @@
+package breakdown
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// Label is what Classify decided for one block.
+type Label struct {
+	Category Category `json:"category"`
+	// Rule names the rule that decided: "stack.module_apply",
+	// "phase.forward_freed_in_backward", "user:3" (line 3 of the rules
+	// file), "unknown.no_frames".
+	Rule string `json:"rule"`
+	// Evidence says what the rule saw: the frame it matched, the phases of
+	// the block's allocation and free.
+	Evidence string `json:"evidence"`
+	// Module is the module whose forward allocated the block: its exact
+	// name where the trace's user_metadata carries one ("model.layers.3.mlp"),
+	// else the chain of forward frames, outermost first
+	// ("LlamaDecoderLayer > LlamaMLP"). "" outside a forward.
+	Module string `json:"module,omitempty"`
+}
+
+// Options tune Classify.
+type Options struct {
+	// Filter decides the user's frames for callsite tables; nil: defaults.
+	Filter *callsite.Filter
+	// Rules are the user's own rules, tried before the built-in ones.
+	Rules []Rule
+	// Source reads class names of forward frames from the source files
+	// where they exist on this machine; nil: file and line only.
+	Source *callsite.Source
+}
+
+// Breakdown is one device timeline's blocks, labelled.
+type Breakdown struct {
+	Device int
+	sn     *snapshot.Snapshot
+	tl     *replay.Timeline
+	filter *callsite.Filter
+	scan   *diagnose.BackwardScan
+
+	labels []Label  // distinct labels
+	of     []uint32 // per allocation: index in labels
+	// categories are the built-in categories, then the user's that occur.
+	categories []Category
+	sites      map[snapshot.StackID]string
+}
+
+// Timeline is the timeline b labels.
+func (b *Breakdown) Timeline() *replay.Timeline { return b.tl }
+
+// Len is the number of labelled blocks: tl.NumAllocations().
+func (b *Breakdown) Len() int { return len(b.of) }
+
+// Label returns allocation k's label.
+func (b *Breakdown) Label(k int) Label { return b.labels[b.of[k]] }
+
+// Categories lists the categories a table of b has a row for: the
+// built-in ones in display order, then the user's in rule order.
+func (b *Breakdown) Categories() []Category { return b.categories }
+
+// classifier is one Classify call's state.
+type classifier struct {
+	sn      *snapshot.Snapshot
+	tl      *replay.Timeline
+	tr      snapshot.Trace
+	opts    Options
+	scan    *diagnose.BackwardScan
+	stacks  []*stackInfo      // by StackID, read on first use
+	optim   []diagnose.Window // Optimizer.step#* ranges, by start
+	zero    []diagnose.Window // Optimizer.zero_grad#* ranges
+	windows []diagnose.Window // all ranges, for user rules
+	// forwards are the allocations inside a module forward, ascending.
+	forwards []int
+	// paramSizes are the requested sizes of parameter-like blocks: what a
+	// gradient's size must equal.
+	paramSizes map[uint64]bool
+	// workspaceSizes are the sizes of blocks stage A saw as cuBLAS
+	// workspaces, with the defaults (32 MiB + 4 MiB is CUBLAS_WORKSPACE_CONFIG's
+	// :4096:8 on Hopper; 1 MiB cuBLASLt's) for traces without C++ frames.
+	workspaceSizes map[uint64]bool
+	workspaceSeen  map[workspaceKey]bool
+	classes        map[snapshot.Frame]string
+	decided        map[facts]uint32 // label index by facts
+}
+
+// Classify labels every block of tl.
+func Classify(sn *snapshot.Snapshot, tl *replay.Timeline, opts Options) *Breakdown {
+	if opts.Filter == nil {
+		opts.Filter, _ = callsite.NewFilter("", "")
+	}
+	c := &classifier{
+		sn: sn, tl: tl, tr: tl.Trace, opts: opts,
+		scan:           diagnose.NewBackwardScan(sn, tl.Trace, opts.Filter),
+		stacks:         make([]*stackInfo, sn.NumStacks()),
+		paramSizes:     map[uint64]bool{},
+		workspaceSizes: map[uint64]bool{32 << 20: true, 32<<20 + 4<<20: true, 1 << 20: true},
+		workspaceSeen:  map[workspaceKey]bool{},
+		classes:        map[snapshot.Frame]string{},
+		decided:        map[facts]uint32{},
+	}
+	c.windows = diagnose.AnnotationWindows(sn.Annotations, tl.Device, tl.Trace)
+	for _, w := range c.windows {
+		switch {
+		case strings.HasPrefix(w.Name, "Optimizer.step#"):
+			c.optim = append(c.optim, w)
+		case strings.HasPrefix(w.Name, "Optimizer.zero_grad#"):
+			c.zero = append(c.zero, w)
+		}
+	}
+	for i, e := range c.tr.All() {
+		if e.Action == snapshot.ActionAlloc && c.info(e.Stack).phase == phaseForward {
+			c.forwards = append(c.forwards, i)
+		}
+	}
+	// Allocations are rebuilt from compact records on each call: two
+	// passes cost less than holding them all (64 bytes each, millions).
+	n := tl.NumAllocations()
+	for k := range n {
+		a := tl.Allocation(k)
+		if a.Origin != replay.Traced {
+			c.paramSizes[a.Requested] = true
+			continue
+		}
+		if r := c.info(a.Stack).rule; r != nil {
+			switch r.kind {
+			case kindParameter:
+				c.paramSizes[a.Requested] = true
+			case kindWorkspace:
+				c.workspaceSizes[a.Requested] = true
+			}
+		}
+	}
+	b := &Breakdown{Device: tl.Device, sn: sn, tl: tl, filter: opts.Filter, scan: c.scan, of: make([]uint32, n), sites: map[snapshot.StackID]string{}}
+	index := map[Label]uint32{}
+	user := map[Category]bool{}
+	for k := range n {
+		a := tl.Allocation(k)
+		b.of[k] = c.labelOf(&a, b, index)
+	}
+	for _, l := range b.labels {
+		if !l.Category.Builtin() {
+			user[l.Category] = true
+		}
+	}
+	b.categories = Categories()
+	for _, r := range opts.Rules {
+		if user[r.Category] {
+			b.categories = append(b.categories, r.Category)
+			delete(user, r.Category)
+		}
+	}
+	return b
+}
+
+// info is stack id's stackInfo, memoized.
+func (c *classifier) info(id snapshot.StackID) *stackInfo {
+	si := c.stacks[id]
+	if si == nil {
+		s := readStack(c.sn, id)
+		si = &s
+		c.stacks[id] = si
+	}
+	return si
+}
+
+// phaseAt is where event i happened: its stack's phase, an annotation
+// window's where the stack says nothing more, or, for an event without
+// Python frames, inside the backward() call around it.
+func (c *classifier) phaseAt(i int) phase {
+	if i < 0 || i >= c.tr.Len() {
+		return phaseNone
+	}
+	p := c.info(c.tr.At(i).Stack).phase
+	if p == phaseNone || p == phaseTop {
+		switch {
+		case inWindow(c.optim, i) >= 0:
+			return phaseOptimizer
+		case inWindow(c.zero, i) >= 0:
+			return phaseZeroGrad
+		}
+	}
+	if p == phaseNone && c.scan.During(i) != nil {
+		return phaseBackward
+	}
+	return p
+}
+
+// inWindow returns the index of the window of ws (in start order, not
+// overlapping) that holds event i, or -1.
+func inWindow(ws []diagnose.Window, i int) int {
+	k := sort.Search(len(ws), func(k int) bool { return ws[k].First > i }) - 1
+	if k >= 0 && i < ws[k].End {
+		return k
+	}
+	return -1
+}
+
+var phaseNames = [...]string{"no frames", "top-level code", "a module forward", "backward", "zero_grad", "the optimizer step"}
+
+func (p phase) String() string { return phaseNames[p] }
+
+// facts are everything the built-in rules read of a traced block: blocks
+// with equal facts get equal labels, so each distinct set is decided once
+// (a trace of millions of blocks has a few thousand).
+type facts struct {
+	stack       snapshot.StackID
+	pool        snapshot.PoolID
+	metadata    snapshot.StringID // the alloc's user_metadata, for the module
+	start, free phase             // of the alloc and the free (phaseNone: kept)
+	kept        bool              // never freed in the trace
+	sameStep    bool              // freed inside the optimizer step that allocated it
+	paramSized  bool              // requested size equals a parameter's
+	workspace   bool              // workspace-sized, kept, the first of its stack and size
+	forwardLive bool              // a module forward allocated while it lived
+	setup       bool              // allocated before the first forward of a trace that has one
+}
+
+// labelOf returns allocation a's label index in b, deciding it on the
+// first block with its facts.
+func (c *classifier) labelOf(a *replay.Allocation, b *Breakdown, index map[Label]uint32) uint32 {
+	intern := func(l Label) uint32 {
+		id, ok := index[l]
+		if !ok {
+			id = uint32(len(b.labels))
+			index[l] = id
+			b.labels = append(b.labels, l)
+		}
+		return id
+	}
+	if l, ok := c.userRule(a); ok {
+		return intern(l)
+	}
+	if a.Origin != replay.Traced {
+		return intern(Label{Category: BeforeRecording, Rule: "lifetime.before_recording",
+			Evidence: fmt.Sprintf("live before the trace's first event (%s)", a.Origin)})
+	}
+	f := c.facts(a)
+	if id, ok := c.decided[f]; ok {
+		return id
+	}
+	id := intern(c.decide(f))
+	c.decided[f] = id
+	return id
+}
+
+// facts gathers what the rules read of a traced block.
+func (c *classifier) facts(a *replay.Allocation) facts {
+	si := c.info(a.Stack)
+	start, free := int(a.Start), int(a.Free)
+	f := facts{stack: a.Stack, pool: a.Pool, start: c.phaseAt(start), kept: free >= replay.LiveAtEnd}
+	if si.rule == nil && (f.start == phaseForward || f.start == phaseBackward) {
+		// Only a block that rules A and B could make a workspace is
+		// counted as its stack's first.
+		f.workspace = c.workspace(a, f.kept)
+	}
+	if !f.kept {
+		f.free = c.phaseAt(free)
+		if w := inWindow(c.optim, start); w >= 0 {
+			f.sameStep = inWindow(c.optim, free) == w
+		} else {
+			f.sameStep = f.free == phaseOptimizer
+		}
+	}
+	f.paramSized = c.paramSizes[a.Requested]
+	k := sort.SearchInts(c.forwards, start)
+	f.forwardLive = k < len(c.forwards) && c.forwards[k] < free
+	f.setup = len(c.forwards) > 0 && c.forwards[0] > start
+	if f.start == phaseForward || f.start == phaseBackward || f.start == phaseNone {
+		f.metadata = c.tr.Context(start).UserMetadata
+	}
+	return f
+}
+
+// decide labels a traced block by its facts.
+func (c *classifier) decide(f facts) Label {
+	if f.pool[0] != 0 {
+		return Label{Category: GraphPool, Rule: "pool.cuda_graph", Evidence: "segment in CUDA graph pool " + f.pool.String()}
+	}
+	si := c.info(f.stack)
+	l := c.stageA(f, si)
+	if l.Category == "" {
+		l = c.stageB(f)
+	}
+	if l.Category == Activation || l.Category == Temporary {
+		l.Module = c.module(si, f.metadata)
+	}
+	return l
+}
+
+// stageA labels a block by its allocation stack.
+func (c *classifier) stageA(f facts, si *stackInfo) Label {
+	r := si.rule
+	if r == nil {
+		if f.pool != (snapshot.PoolID{}) {
+			return Label{Category: GraphPool, Rule: "pool.private", Evidence: "segment in private pool " + f.pool.String()}
+		}
+		return Label{}
+	}
+	ev := "frame " + si.frame.String()
+	switch r.kind {
+	case kindWorkspace:
+		return Label{Category: Workspace, Rule: r.id, Evidence: ev}
+	case kindKVCache:
+		return Label{Category: KVCache, Rule: r.id, Evidence: ev}
+	case kindParameter:
+		return Label{Category: Parameter, Rule: r.id, Evidence: ev}
+	case kindOptimizer:
+		if si.initGroup {
+			return Label{Category: OptimizerState, Rule: "stack.optimizer_init_group", Evidence: ev + " (lazy state creation)"}
+		}
+		if !f.kept && f.sameStep {
+			return Label{Category: Temporary, Rule: "stack.optimizer_temporary", Evidence: ev + "; freed inside the same optimizer step"}
+		}
+		return Label{Category: OptimizerState, Rule: r.id, Evidence: ev + "; outlives the optimizer step"}
+	case kindCommunication:
+		if f.start == phaseBackward && (f.kept || f.free == phaseZeroGrad) {
+			return Label{Category: Gradient, Rule: "stack.distributed_sharded_grad", Evidence: ev + "; allocated in backward and kept until zero_grad or the end (FSDP's sharded gradients)"}
+		}
+		return Label{Category: Communication, Rule: r.id, Evidence: ev}
+	}
+	return Label{}
+}
+
+// stageB labels a block that no stack rule decided by its lifetime and
+// the phases of its allocation and free.
+func (c *classifier) stageB(f facts) Label {
+	p, kept, freePhase := f.start, f.kept, f.free
+	life := "kept to the end of the trace"
+	if !kept {
+		life = "freed in " + freePhase.String()
+	}
+	ev := "allocated in " + p.String() + ", " + life
+	switch p {
+	case phaseOptimizer:
+		if !kept && f.sameStep {
+			return Label{Category: Temporary, Rule: "phase.optimizer_temporary", Evidence: ev}
+		}
+		return Label{Category: OptimizerState, Rule: "phase.optimizer_step", Evidence: ev}
+	case phaseZeroGrad:
+		if kept || freePhase != phaseZeroGrad {
+			return Label{Category: Gradient, Rule: "phase.zero_grad", Evidence: ev}
+		}
+		return Label{Category: Temporary, Rule: "phase.zero_grad_temporary", Evidence: ev}
+	case phaseForward:
+		if f.workspace {
+			return Label{Category: Workspace, Rule: "phase.cublas_workspace", Evidence: ev + "; workspace-sized, the first of its stack"}
+		}
+		if !kept && freePhase == phaseForward {
+			return Label{Category: Temporary, Rule: "phase.forward_temporary", Evidence: ev}
+		}
+		return Label{Category: Activation, Rule: "phase.forward_kept", Evidence: ev}
+	case phaseBackward:
+		switch {
+		case !kept && freePhase == phaseBackward:
+			return Label{Category: Temporary, Rule: "phase.backward_temporary", Evidence: ev}
+		case f.paramSized:
+			return Label{Category: Gradient, Rule: "phase.backward_kept", Evidence: ev + "; parameter-sized"}
+		case f.workspace:
+			return Label{Category: Workspace, Rule: "phase.cublas_workspace", Evidence: ev + "; workspace-sized, the first of its stack"}
+		}
+		return Label{Category: Temporary, Rule: "phase.backward_other", Evidence: ev + "; not parameter-sized"}
+	case phaseTop:
+		// With no module forward in the trace there is no model to own
+		// what setup code keeps.
+		if kept && f.setup {
+			return Label{Category: Parameter, Rule: "phase.setup_kept", Evidence: ev + ", before the first forward"}
+		}
+		if f.forwardLive {
+			return Label{Category: Input, Rule: "phase.before_forward", Evidence: ev + "; a module forward ran while it was live"}
+		}
+		switch {
+		case kept:
+			return Label{Category: Unknown, Rule: "unknown.top_level_kept", Evidence: ev}
+		case freePhase == phaseBackward:
+			return Label{Category: Activation, Rule: "phase.top_level_saved", Evidence: ev}
+		}
+		return Label{Category: Temporary, Rule: "phase.top_level_temporary", Evidence: ev}
+	}
+	return Label{Category: Unknown, Rule: "unknown.no_frames", Evidence: ev}
+}
+
+// workspace reports whether a block with no stack rule is a cuBLAS
+// workspace by its lifetime: workspace-sized, never freed, and the first
+// block of its stack and size (cuBLAS creates it on the first matmul of a thread
+// and stream; a stacks="python" trace names no C++ frame to tell).
+func (c *classifier) workspace(a *replay.Allocation, kept bool) bool {
+	key := workspaceKey{a.Stack, a.Requested}
+	if !kept || !c.workspaceSizes[a.Requested] || c.workspaceSeen[key] {
+		return false
+	}
+	c.workspaceSeen[key] = true
+	return true
+}
+
+// workspaceKey is a stack and a workspace size: cuBLAS and cuBLASLt each
+// make one workspace on the first matmul of a thread.
+type workspaceKey struct {
+	stack snapshot.StackID
+	size  uint64
+}

@@ -1,0 +1,181 @@
+package breakdown
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/units"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// maxStepSummaries bounds Report.Steps: a long trace has thousands of
+// steps, and the first and last ones tell how memory settled and grew.
+const maxStepSummaries = 100
+
+// Report is one device's category totals at the moments analyze and
+// explain print: the allocated peak, the end of the trace and each step.
+type Report struct {
+	Device int     `json:"device"`
+	Peak   Summary `json:"peak"`
+	End    Summary `json:"end"`
+	// Steps are taken at each step's allocated peak; with more than 100
+	// steps, the first and last 50 (StepsOmitted counts the rest).
+	Steps        []Summary `json:"steps"`
+	StepsOmitted int       `json:"steps_omitted,omitempty"`
+	// GrowthPerStep is each category's change per step from the end of the
+	// first step to the end of the last; absent with fewer than two steps.
+	GrowthPerStep map[Category]int64 `json:"growth_per_step,omitempty"`
+	peak          Table
+	// endSites are the bytes allocated at the end by callsite (as
+	// Frame.String names it) and category: what a leak's line holds.
+	endSites map[string]map[Category]int64
+}
+
+// Report takes b's totals at the peak, the end and each of steps.
+func (b *Breakdown) Report(steps diagnose.Steps) Report {
+	r := Report{Device: b.Device, Steps: []Summary{}}
+	peaks := StepPeaks(b.tl, steps)
+	if len(peaks) > maxStepSummaries {
+		r.StepsOmitted = len(peaks) - maxStepSummaries
+		peaks = append(peaks[:maxStepSummaries/2], peaks[len(peaks)-maxStepSummaries/2:]...)
+	}
+	ats := append([]At{Peak(b.tl), End(b.tl)}, peaks...)
+	var ends []int
+	if n := len(steps.Steps); n >= 2 {
+		ends = []int{steps.Steps[0].End - 1, steps.Steps[n-1].End - 1}
+	}
+	events := make([]int, 0, len(ats)+len(ends))
+	for _, a := range ats {
+		events = append(events, a.Event)
+	}
+	events = append(events, ends...)
+	sums := b.summaries(events)
+	r.peak = b.Table(ats[0].Event, ByCategory)
+	r.endSites = b.siteCategories(ats[1].Event)
+	r.Peak, r.End = b.summary(ats[0], sums[0]), b.summary(ats[1], sums[1])
+	for k, a := range peaks {
+		r.Steps = append(r.Steps, b.summary(a, sums[2+k]))
+	}
+	if len(ends) == 2 {
+		first, last := sums[len(sums)-2], sums[len(sums)-1]
+		r.GrowthPerStep = map[Category]int64{}
+		for k, c := range b.categories {
+			r.GrowthPerStep[c] = (last[k] - first[k]) / int64(len(steps.Steps)-1)
+		}
+	}
+	return r
+}
+
+// summaries are the category totals right after each of events, in any
+// order.
+func (b *Breakdown) summaries(events []int) [][]int64 {
+	group := b.categoryGroups()
+	order := make([]int, len(events))
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortFunc(order, func(x, y int) int { return events[x] - events[y] })
+	sorted := make([]int, len(events))
+	for k, o := range order {
+		sorted[k] = events[o]
+	}
+	swept := b.sweep(sorted, group, len(b.categories))
+	out := make([][]int64, len(events))
+	for k, o := range order {
+		out[o] = swept[k]
+	}
+	return out
+}
+
+// categoryGroups maps each label to its category's index in b.categories.
+func (b *Breakdown) categoryGroups() []int {
+	group := make([]int, len(b.labels))
+	for l, lab := range b.labels {
+		group[l] = slices.Index(b.categories, lab.Category)
+	}
+	return group
+}
+
+func (b *Breakdown) summary(a At, bytes []int64) Summary {
+	s := Summary{Device: b.Device, At: a, Categories: make(map[Category]int64, len(bytes))}
+	for k, c := range b.categories {
+		s.Categories[c] = bytes[k]
+		s.TotalBytes += bytes[k]
+	}
+	return s
+}
+
+// MadeOf is the peak's largest categories for a sentence: "3.9 GiB of
+// activation and 1.1 GiB of optimizer state".
+func (r Report) MadeOf() string { return Describe(r.peak, 3) }
+
+// Growing is the category that grew most per step, and by how much; ""
+// when none grew.
+func (r Report) Growing() (Category, int64) {
+	var best Category
+	var most int64
+	for _, c := range builtin {
+		if g := r.GrowthPerStep[c]; g > most {
+			best, most = c, g
+		}
+	}
+	for c, g := range r.GrowthPerStep {
+		if !c.Builtin() && g > most {
+			best, most = c, g
+		}
+	}
+	return best, most
+}
+
+// Annotate adds to the device's findings what their memory is made of: a
+// peak finding the categories at the peak ("made_of", and
+// "category_bytes" for JSON), a leak finding the category that grows. A
+// finding that already says it keeps its own.
+func (r Report) Annotate(fs []diagnose.Finding) {
+	for i := range fs {
+		f := &fs[i]
+		if f.Device != r.Device {
+			continue
+		}
+		if f.Evidence == nil {
+			f.Evidence = map[string]any{}
+		}
+		_, made := f.Evidence["made_of"]
+		_, growing := f.Evidence["growing_category"]
+		switch f.Kind {
+		case diagnose.KindPeak:
+			if m := r.MadeOf(); m != "" && !made {
+				f.Evidence["made_of"] = "the peak is " + m
+				f.Evidence["category_bytes"] = r.Peak.Categories
+			}
+		case diagnose.KindLeak:
+			if growing {
+				continue
+			}
+			// Saying that unknown memory grows tells nothing.
+			if c, n := r.siteCategory(f.Callsite); c != "" && c != Unknown {
+				f.Evidence["growing_category"] = fmt.Sprintf("%s (%s of it allocated at the end from this line)", c.Title(), units.Bytes(n))
+			} else if c, g := r.Growing(); c != "" && c != Unknown {
+				f.Evidence["growing_category"] = fmt.Sprintf("%s, +%s per step on this device", c.Title(), units.Bytes(g))
+			}
+		}
+	}
+}
+
+// siteCategory is the category holding the most bytes at the end among
+// the blocks of callsite fr, and those bytes; "" when none is known.
+func (r Report) siteCategory(fr *diagnose.Frame) (Category, int64) {
+	if fr == nil {
+		return "", 0
+	}
+	key := snapshot.Frame{Name: fr.Function, Filename: fr.File, Line: fr.Line}.String()
+	var best Category
+	var most int64
+	for c, n := range r.endSites[key] {
+		if n > most || n == most && c < best {
+			best, most = c, n
+		}
+	}
+	return best, most
+}

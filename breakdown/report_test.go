@@ -1,0 +1,104 @@
+package breakdown
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/testutil"
+	"github.com/vramscope/vramscope/replay"
+)
+
+func report(t *testing.T, path string) (*Breakdown, Report, []diagnose.Finding) {
+	t.Helper()
+	sn := testutil.Snapshot(t, filepath.Join("..", path))
+	tl, err := replay.Device(sn, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := callsite.NewFilter("", "")
+	b := Classify(sn, tl, Options{Filter: f})
+	steps := diagnose.DetectSteps(sn, tl, f)
+	r := b.Report(steps)
+	fs := diagnose.Leak(sn, tl, steps, f).Findings()
+	if ex, err := diagnose.Explain(sn, tl, f); err == nil {
+		fs = append(fs, ex.Findings...)
+	}
+	r.Annotate(fs)
+	return b, r, fs
+}
+
+// TestReportLeak: train_deep_leak keeps each step's logits (523264000
+// bytes, 524288000 in blocks) alive; they are forward outputs, so the
+// activations grow by that much a step, and the leak finding says so.
+func TestReportLeak(t *testing.T) {
+	_, r, fs := report(t, "testdata/scenarios/out/train_deep_leak/train_deep_leak.pickle.gz")
+	if len(r.Steps) != 5 {
+		t.Errorf("%d step summaries, want the 5 iterations", len(r.Steps))
+	}
+	if c, g := r.Growing(); c != Activation || g != 524288000 {
+		t.Errorf("growing %s by %d per step, want activation by 524288000", c, g)
+	}
+	found := false
+	for _, f := range fs {
+		if f.Kind == diagnose.KindLeak {
+			found = true
+			// The leaked logits: 5 steps' worth, 2.44 GiB at the end.
+			if got := f.Evidence["growing_category"]; got != "activation (2.44 GiB of it allocated at the end from this line)" {
+				t.Errorf("leak finding's growing_category %q", got)
+			}
+		}
+	}
+	if !found {
+		t.Error("no leak finding")
+	}
+}
+
+// TestReportSteady: the MLP+AdamW run's four steps peak alike, with the
+// parameters, gradients and Adam state torch counts (134332416 bytes
+// each for the first two, twice that for the state), and nothing grows;
+// the peak finding names its largest categories.
+func TestReportSteady(t *testing.T) {
+	_, r, fs := report(t, "testdata/breakdown/out/mlp_adamw.pickle.gz")
+	if len(r.Steps) != 4 {
+		t.Fatalf("%d step summaries, want 4", len(r.Steps))
+	}
+	for _, s := range r.Steps {
+		if s.Categories[Parameter] != 134332416 || s.Categories[Gradient] != 134332416 || s.Categories[OptimizerState] != 268664832 {
+			t.Errorf("%s: %v", s.At.Label, s.Categories)
+		}
+	}
+	if c, g := r.Growing(); c != "" {
+		t.Errorf("%s grows by %d per step in a steady run", c, g)
+	}
+	want := "the peak is 256.22 MiB of optimizer state, 128.11 MiB of temporary and 128.11 MiB of parameter"
+	if r.MadeOf() != "256.22 MiB of optimizer state, 128.11 MiB of temporary and 128.11 MiB of parameter" {
+		t.Errorf("made of %q", r.MadeOf())
+	}
+	for _, f := range fs {
+		if f.Kind == diagnose.KindPeak && f.Evidence["made_of"] != want {
+			t.Errorf("peak finding made_of %q, want %q", f.Evidence["made_of"], want)
+		}
+	}
+}
+
+// TestTableByRule: at the end of the MLP+AdamW run the parameters are
+// all the module _apply rule's, and the gradients the backward rule's.
+func TestTableByRule(t *testing.T) {
+	b, _, _ := report(t, "testdata/breakdown/out/mlp_adamw.pickle.gz")
+	tab := b.Table(b.Timeline().Len()-1, ByRule)
+	want := map[string]int64{}
+	for _, r := range tab.Rows {
+		switch {
+		case strings.HasPrefix(r.Name, "stack.module_apply: frame _apply ("):
+			want["parameter"] += r.Bytes
+		case r.Name == "phase.backward_kept: allocated in backward, kept to the end of the trace; parameter-sized":
+			want["gradient"] += r.Bytes
+		}
+	}
+	if want["parameter"] != 134332416 || want["gradient"] != 134332416 {
+		t.Errorf("by rule: %v", tab.Rows)
+	}
+}

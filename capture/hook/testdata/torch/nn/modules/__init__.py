@@ -1,0 +1,1 @@
+from . import module  # noqa: F401

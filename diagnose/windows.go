@@ -1,0 +1,50 @@
+package diagnose
+
+import (
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// Window is one record_function range of a device's trace: its name and
+// the events First through End-1 recorded inside it.
+type Window struct {
+	Name       string
+	First, End int
+}
+
+// AnnotationWindows returns device's paired record_function ranges as
+// spans of tr's events, in order of their start: what the phases of a
+// step (Optimizer.step#*, Optimizer.zero_grad#*, FSDP::*) are read from.
+func AnnotationWindows(anns []snapshot.Annotation, device int, tr snapshot.Trace) []Window {
+	ranges, _ := pairAnnotations(deviceAnnotations(anns, device))
+	out := make([]Window, 0, len(ranges))
+	from := 0
+	for _, r := range ranges {
+		first, end := eventSpan(tr, from, r.startUS, r.endUS)
+		out = append(out, Window{Name: r.name, First: first, End: end})
+		from = first
+	}
+	return out
+}
+
+// BackwardScan tells which backward() call a trace event without Python
+// frames happened in, as findings place the autograd engine's blocks.
+type BackwardScan struct{ s *engineScan }
+
+// NewBackwardScan scans tr; f decides which frames are the user's.
+func NewBackwardScan(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filter) *BackwardScan {
+	return &BackwardScan{s: newEngineScan(sn, tr, f)}
+}
+
+// During returns the backward() call that event i happened in, or nil
+// when i has Python frames of its own or no call surrounds it.
+func (b *BackwardScan) During(i int) *BackwardCall {
+	if b.s.hasPython(b.s.tr.At(i).Stack) {
+		return nil
+	}
+	return b.s.during(i)
+}
+
+// BackwardEntry names the autograd API whose frame fr is ("backward()",
+// "torch.autograd.grad()"), or "" when fr is none.
+func BackwardEntry(fr snapshot.Frame) string { return backwardEntry(fr) }
