@@ -62,8 +62,8 @@ measure() {
     local rc=$?
     t1=$(date +%s%N)
     [ $rc -gt "$EXIT" ] && EXIT=$rc
-    walls+=("$(echo "($t1 - $t0) / 1000000000" | bc -l)")
-    rsss+=("$(echo "$(tail -1 "$OUT/cores.time") * 1024 / 1000000" | bc -l)")
+    walls+=("$(awk "BEGIN{print ($t1 - $t0) / 1000000000}")")
+    rsss+=("$(awk -v kb="$(tail -1 "$OUT/cores.time")" 'BEGIN{print kb * 1024 / 1000000}')")
   done
   WALL=$(printf '%s\n' "${walls[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
   RSS=$(printf '%s\n' "${rsss[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
@@ -85,7 +85,7 @@ with open(sys.argv[1], "rb") as f:
     pickle.load(f)' "$FILE"
   PYWALL[$c]=$WALL
   printf '| python pickle.load, gc off | %d | %.2f | %.0f | %.0f | %.2f | | exit %d |\n' "$c" "$WALL" \
-    "$(echo "$SIZE / 1000000 / $WALL" | bc -l)" "$RSS" "$(echo "$RSS * 1000000 / $SIZE" | bc -l)" "$EXIT"
+    "$(awk "BEGIN{print $SIZE / 1000000 / $WALL}")" "$RSS" "$(awk "BEGIN{print $RSS * 1000000 / $SIZE}")" "$EXIT"
 done
 REF=
 for c in $CORES; do
@@ -97,9 +97,9 @@ for c in $CORES; do
     cmp -s "$REF" "$OUT/cores-analyze-$c-$k.out" || same=DIFFERS
   done
   speedup=
-  [ -n "${PYWALL[$c]:-}" ] && speedup=$(printf '%.1fx' "$(echo "${PYWALL[$c]} / $WALL" | bc -l)")
+  [ -n "${PYWALL[$c]:-}" ] && speedup=$(printf '%.1fx' "$(awk "BEGIN{print ${PYWALL[$c]} / $WALL}")")
   printf '| vramscope analyze | %d | %.2f | %.0f | %.0f | %.2f | %s | %s, exit %d |\n' "$c" "$WALL" \
-    "$(echo "$SIZE / 1000000 / $WALL" | bc -l)" "$RSS" "$(echo "$RSS * 1000000 / $SIZE" | bc -l)" "$speedup" "$same" "$EXIT"
+    "$(awk "BEGIN{print $SIZE / 1000000 / $WALL}")" "$RSS" "$(awk "BEGIN{print $RSS * 1000000 / $SIZE}")" "$speedup" "$same" "$EXIT"
 done
 echo
 echo "Targets (issue 15): analyze <= 0.5 s on 16 cores and <= 2 s on 2; >= 6x Python on 2 cores, >= 15x on 16; peak RSS <= 0.5x the file."
