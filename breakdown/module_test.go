@@ -1,12 +1,14 @@
 package breakdown
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -136,6 +138,30 @@ activation metadata    actor
 	for _, bad := range []string{"x frame", "x stack foo", "9x frame a", "x frame (", "x annotation"} {
 		if _, err := ParseRules(strings.NewReader(bad)); err == nil {
 			t.Errorf("ParseRules(%q): no error", bad)
+		}
+	}
+}
+
+// TestHookModuleNamesOnGPU: `vramscope record --module-names` on
+// scripts/e2e/llama_train.py (a 6-layer transformers Llama, fp32, AdamW,
+// H100, testdata/breakdown/out/record): the hook's metadata names every
+// decoder layer's MLP projections exactly, each one output of 8 x 512 x
+// 1408 float32 at the peak.
+func TestHookModuleNamesOnGPU(t *testing.T) {
+	sn := testutil.Snapshot(t, filepath.Join("..", "testdata", "breakdown", "out", "record", "llama_train_rank0_pid469.pickle.gz"))
+	tls, err := replay.Devices(sn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bd := Classify(sn, tls[0], Options{})
+	tab := bd.Table(Peak(tls[0]).Event, ByModule)
+	const out = 8 * 512 * 1408 * 4
+	for layer := range 6 {
+		for _, proj := range []string{"gate_proj", "up_proj"} {
+			name := fmt.Sprintf("LlamaForCausalLM.model.layers.%d.mlp.%s", layer, proj)
+			if got := tab.Bytes(name); got != out {
+				t.Errorf("%s: %d B at the peak, want %d", name, got, out)
+			}
 		}
 	}
 }
