@@ -1,8 +1,8 @@
 package analyze
 
 import (
-	"compress/gzip"
-	"os"
+	"bytes"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"strings"
 	"testing"
 
@@ -13,16 +13,7 @@ import (
 
 func servingLog(t *testing.T, name string) *pools.Log {
 	t.Helper()
-	f, err := os.Open("../testdata/pools/" + name + ".log.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := pools.Parse(zr)
+	l, err := pools.Parse(bytes.NewReader(testutil.Gunzip(t, "../testdata/pools/"+name+".log.gz")))
 	if err != nil {
 		t.Fatal(err)
 	}

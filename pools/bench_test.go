@@ -2,8 +2,7 @@ package pools
 
 import (
 	"bytes"
-	"compress/gzip"
-	"io"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,18 +31,5 @@ func benchLog(b *testing.B) []byte {
 		}
 		return data
 	}
-	f, err := os.Open(filepath.Join("../testdata/pools", "sglang05_daily_healthy.log.gz"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return data
+	return testutil.Gunzip(b, filepath.Join("../testdata/pools", "sglang05_daily_healthy.log.gz"))
 }

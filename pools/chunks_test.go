@@ -2,9 +2,7 @@ package pools
 
 import (
 	"bytes"
-	"compress/gzip"
-	"io"
-	"os"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -84,18 +82,5 @@ func TestLongLine(t *testing.T) {
 
 func gunzip(t *testing.T, name string) []byte {
 	t.Helper()
-	f, err := os.Open(filepath.Join("../testdata/pools", name+".log.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return testutil.Gunzip(t, filepath.Join("../testdata/pools", name+".log.gz"))
 }

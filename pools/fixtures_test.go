@@ -1,8 +1,9 @@
 package pools
 
 import (
-	"compress/gzip"
+	"bytes"
 	"encoding/json"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"math"
 	"os"
 	"path/filepath"
@@ -22,16 +23,7 @@ type truth struct {
 
 func readFixture(t *testing.T, name string) *Log {
 	t.Helper()
-	f, err := os.Open(filepath.Join("../testdata/pools", name+".log.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := Parse(zr)
+	l, err := Parse(bytes.NewReader(testutil.Gunzip(t, filepath.Join("../testdata/pools", name+".log.gz"))))
 	if err != nil {
 		t.Fatal(err)
 	}

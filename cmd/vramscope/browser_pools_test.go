@@ -3,9 +3,9 @@
 package main
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"html"
 	"io"
 	"os"
@@ -21,19 +21,7 @@ func TestBrowserReportPools(t *testing.T) {
 	ensureChromium(t)
 	dir := t.TempDir()
 	log := filepath.Join(dir, "server.log")
-	f, err := os.Open("../../testdata/pools/sglang05_dp_busy_leak.log.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := testutil.Gunzip(t, "../../testdata/pools/sglang05_dp_busy_leak.log.gz")
 	if err := os.WriteFile(log, data, 0o644); err != nil {
 		t.Fatal(err)
 	}

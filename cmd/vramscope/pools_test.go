@@ -1,9 +1,8 @@
 package main
 
 import (
-	"compress/gzip"
 	"context"
-	"io"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,8 +13,8 @@ import (
 // whole, and an OOM message anywhere in it (here past the first MiB the
 // kind is judged from) is still read beside the pool leak.
 func TestAnalyzeServingLogWithOOM(t *testing.T) {
-	log := gunzipFile(t, "../../testdata/pools/sglang04_dp_bursty_leak.log.gz")
-	log = append(log, gunzipFile(t, "../../testdata/pools/sglang04_dp_bursty_leak.log.gz")[2000:]...) // past 1 MiB
+	log := testutil.Gunzip(t, "../../testdata/pools/sglang04_dp_bursty_leak.log.gz")
+	log = append(log, testutil.Gunzip(t, "../../testdata/pools/sglang04_dp_bursty_leak.log.gz")[2000:]...) // past 1 MiB
 	log = append(log, "[2026-03-02 14:00:01 DP1 TP0] RuntimeError: CUDA out of memory. Tried to allocate 1.46 GiB (GPU 0; 23.65 GiB total capacity; 21.02 GiB already allocated; 1.03 GiB free; 21.30 GiB reserved in total by PyTorch)\n"...)
 	path := filepath.Join(t.TempDir(), "server.log")
 	if err := os.WriteFile(path, log, 0o644); err != nil {
@@ -31,22 +30,4 @@ func TestAnalyzeServingLogWithOOM(t *testing.T) {
 			t.Errorf("analyze --json lacks %s", want)
 		}
 	}
-}
-
-func gunzipFile(t *testing.T, path string) []byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"io"
 	"net/http"
 	"os"
@@ -69,7 +70,7 @@ func TestWatchFollowWithoutDriver(t *testing.T) {
 		t.Skip("this machine has an NVIDIA driver; scripts/watch-e2e.sh covers it")
 	}
 	log := filepath.Join(t.TempDir(), "server.log")
-	if err := os.WriteFile(log, gunzipFile(t, "../../testdata/pools/sglang04_dp_bursty_leak.log.gz"), 0o644); err != nil {
+	if err := os.WriteFile(log, testutil.Gunzip(t, "../../testdata/pools/sglang04_dp_bursty_leak.log.gz"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

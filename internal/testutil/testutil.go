@@ -3,6 +3,8 @@
 package testutil
 
 import (
+	"compress/gzip"
+	"io"
 	"os"
 	"testing"
 
@@ -23,4 +25,24 @@ func Snapshot(t testing.TB, path string) *snapshot.Snapshot {
 		t.Fatalf("reading %s: %v", path, err)
 	}
 	return sn
+}
+
+// Gunzip returns the content of the gzip file at path, failing tb on any
+// error: a test's compressed fixture, such as a serving log.
+func Gunzip(tb testing.TB, path string) []byte {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	return b
 }

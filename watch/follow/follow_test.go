@@ -2,9 +2,9 @@ package follow
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"flag"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"io"
 	"net/http/httptest"
 	"os"
@@ -27,19 +27,7 @@ var fast = Options{Poll: 5 * time.Millisecond, Judge: 0}
 // 0.4 with the retried-chunk leak on rank DP1 TP0.
 func fixture(t *testing.T) []string {
 	t.Helper()
-	f, err := os.Open("../../testdata/pools/sglang04_dp_bursty_leak.log.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testutil.Gunzip(t, "../../testdata/pools/sglang04_dp_bursty_leak.log.gz")
 	lines := strings.SplitAfter(string(b), "\n")
 	return lines[:len(lines)-1] // after the last line end
 
