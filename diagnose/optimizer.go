@@ -39,6 +39,20 @@ func foreachFrame(sn *snapshot.Snapshot, id snapshot.StackID) (snapshot.Frame, b
 // peak, or nil.
 func optimizerCause(pl *placer, allocs []int, peak int64) (*NamedCause, *TransientLine) {
 	tl := pl.tl
+	// Every allocation of the trace is asked about: one answer per stack.
+	type answer struct {
+		fr snapshot.Frame
+		ok bool
+	}
+	memo := map[snapshot.StackID]answer{}
+	foreachOf := func(sn *snapshot.Snapshot, id snapshot.StackID) (snapshot.Frame, bool) {
+		a, seen := memo[id]
+		if !seen {
+			a.fr, a.ok = foreachFrame(sn, id)
+			memo[id] = a
+		}
+		return a.fr, a.ok
+	}
 	var atPeak []int
 	var fr snapshot.Frame
 	for _, k := range allocs {
@@ -46,7 +60,7 @@ func optimizerCause(pl *placer, allocs []int, peak int64) (*NamedCause, *Transie
 		if a.Start == replay.BeforeRecording || a.Free == replay.LiveAtEnd {
 			continue
 		}
-		if f, ok := foreachFrame(pl.sn, a.Stack); ok {
+		if f, ok := foreachOf(pl.sn, a.Stack); ok {
 			atPeak, fr = append(atPeak, k), f
 		}
 	}
@@ -59,7 +73,7 @@ func optimizerCause(pl *placer, allocs []int, peak int64) (*NamedCause, *Transie
 		if a.Start == replay.BeforeRecording || a.Free == replay.LiveAtEnd {
 			continue
 		}
-		if _, ok := foreachFrame(pl.sn, a.Stack); ok {
+		if _, ok := foreachOf(pl.sn, a.Stack); ok {
 			all = append(all, a)
 		}
 	}

@@ -98,22 +98,28 @@ func (p *placer) event(i int) Place {
 // engineThread reports whether a stack, placed at pl, may be the autograd
 // engine's thread: without Python frames of the user's, and either without
 // Python at all or running library Python from the engine (a backward
-// hook). User code in a hook keeps its own line.
+// hook, which the scan's per-stack memo tells from the main thread's
+// Python). User code in a hook keeps its own line.
 func (p *placer) engineThread(id snapshot.StackID, pl Place) bool {
 	if engineSite(pl.Site) {
 		return true
 	}
-	return pl.Site.Reason == callsite.ReasonLibraryOnly && engineStack(p.sn, id)
+	return pl.Site.Reason == callsite.ReasonLibraryOnly && !p.scan().hasPython(id)
+}
+
+// scan is the placer's engineScan, made on first use.
+func (p *placer) scan() *engineScan {
+	if p.engine == nil {
+		p.engine = newEngineScan(p.sn, p.tl.Trace, p.f)
+	}
+	return p.engine
 }
 
 // engineAt is the place of a block allocated at event i by a thread
 // without Python frames, whose stack's own place is pl: the backward()
 // call it happened in, or pl when none is found.
 func (p *placer) engineAt(i int, pl Place) Place {
-	if p.engine == nil {
-		p.engine = newEngineScan(p.sn, p.tl.Trace, p.f)
-	}
-	call := p.engine.during(i)
+	call := p.scan().during(i)
 	if call == nil {
 		return pl
 	}

@@ -84,7 +84,7 @@ func TestHostileMemory(t *testing.T) {
 		return
 	}
 	if testing.Short() {
-		t.Skip("one process per input")
+		t.Skip("-short: decodes each hostile input in a child process to measure its peak RSS; the full go test ./... (.ci/run) runs it")
 	}
 	base := peakRSS(t, "baseline")
 	t.Logf("baseline: %d MiB", base>>20)
@@ -121,7 +121,7 @@ func TestHostileMemory(t *testing.T) {
 // by the next).
 func TestTruncatedMemory(t *testing.T) {
 	if testing.Short() {
-		t.Skip("one process per fixture")
+		t.Skip("-short: decodes every truncation in child processes to measure their peak RSS; the full go test ./... (.ci/run) runs it")
 	}
 	base := peakRSS(t, "baseline")
 	for _, name := range []string{"cpp_pickled.pickle", "default.pickle", "graphs_pools.pickle"} {

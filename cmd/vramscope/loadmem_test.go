@@ -83,7 +83,7 @@ func TestManySnapshotsFlatMemory(t *testing.T) {
 		os.Exit(code)
 	}
 	if testing.Short() {
-		t.Skip("child processes")
+		t.Skip("-short: runs analyze in child processes to measure their peak RSS; the full go test ./... (.ci/run) runs it")
 	}
 	seed, err := filepath.Abs("../../testdata/scenarios/out/bench_source/bench_source.pickle.gz")
 	if err != nil {

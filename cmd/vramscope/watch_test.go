@@ -22,7 +22,7 @@ func TestWatchWithoutDriver(t *testing.T) {
 	lib := nvml.New()
 	if lib.Init() == nvml.SUCCESS {
 		lib.Shutdown()
-		t.Skip("this machine has an NVIDIA driver; scripts/watch-e2e.sh covers it")
+		t.Skip("this machine has an NVIDIA driver, so the no-driver path cannot happen here: .ci/run, without one, runs it; scripts/watch-e2e.sh covers the driver path on the GPU")
 	}
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), &stdout, &stderr, []string{"watch", "--listen", "127.0.0.1:0"})
@@ -67,7 +67,7 @@ func TestWatchFollowWithoutDriver(t *testing.T) {
 	lib := nvml.New()
 	if lib.Init() == nvml.SUCCESS {
 		lib.Shutdown()
-		t.Skip("this machine has an NVIDIA driver; scripts/watch-e2e.sh covers it")
+		t.Skip("this machine has an NVIDIA driver, so the no-driver path cannot happen here: .ci/run, without one, runs it; scripts/watch-e2e.sh covers the driver path on the GPU")
 	}
 	log := filepath.Join(t.TempDir(), "server.log")
 	if err := os.WriteFile(log, testutil.Gunzip(t, "../../testdata/pools/sglang04_dp_bursty_leak.log.gz"), 0o644); err != nil {

@@ -127,7 +127,7 @@ func TestCompact(t *testing.T) {
 // disk, the last hour raw and the rest rolled up.
 func TestSize(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes a day of samples")
+		t.Skip("-short: writes 3 hours of samples of 30 processes to measure the store on disk; the full go test ./... (.ci/run) runs it")
 	}
 	opts := Options{Raw: time.Hour, Retention: 30 * 24 * time.Hour, FlushEvery: 30 * time.Second}
 	s := open(t, filepath.Join(t.TempDir(), "history.db"), opts)
