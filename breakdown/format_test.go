@@ -47,3 +47,39 @@ func TestFormatFixtures(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepAgainstReplay checks sweep, which the summaries and series
+// take their bytes from, against the replay's own allocated series: with
+// every label in one group, the bytes right after each moment are the
+// allocated bytes there, on every format fixture. The moments repeat some
+// events, as a peak that is also the end does.
+func TestSweepAgainstReplay(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "snapshot", "testdata", "format", "*.pickle*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			sn := testutil.Snapshot(t, file)
+			for _, n := range sn.Devices() {
+				tl, err := replay.Device(sn, n)
+				if err != nil || tl.Len() == 0 {
+					continue
+				}
+				b := Classify(sn, tl, Options{})
+				var at []int
+				step := max(tl.Len()/500, 1)
+				for i := 0; i < tl.Len(); i += step {
+					at = append(at, i, i)
+				}
+				at = append(at, tl.Len()-1)
+				one := make([]int, len(b.labels))
+				for j, bytes := range b.sweep(at, one, 1) {
+					if want := tl.Value(replay.Allocated, at[j]); bytes[0] != want {
+						t.Fatalf("device %d, event %d: swept %d bytes, replay %d", n, at[j], bytes[0], want)
+					}
+				}
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package breakdown
 import (
 	"cmp"
 	"slices"
+	"sort"
 
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
@@ -208,40 +209,40 @@ func (b *Breakdown) Series(n int, by By, top int) Series {
 
 // sweep returns, for each event of at (ascending), the allocated bytes of
 // each of n groups right after it, group[l] being label l's group: one
-// pass over the allocations and the events, however many moments.
+// pass over the allocations, however many moments. A block counts at the
+// moments from its alloc up to before its free_requested, which are a
+// range of at: it adds its size where the range starts and takes it off
+// where it ends, in an array of moments, not of events (one of 11 M events
+// on the 996 MB bench file cost 1 s of page faults and cache misses).
 func (b *Breakdown) sweep(at []int, group []int, n int) [][]int64 {
 	tl := b.tl
-	events := tl.Len()
-	// delta[i] is the change event i makes: an alloc adds its block, a
-	// free_requested removes it.
-	type delta struct {
-		group int32
-		bytes int64
+	diff := make([][]int64, len(at)+1)
+	for j := range diff {
+		diff[j] = make([]int64, n)
 	}
-	deltas := make([]delta, events)
-	cur := make([]int64, n)
+	lo := 0
 	for k := range b.of {
 		start, free, _ := tl.Lifetime(k)
-		g := int32(group[b.of[k]])
-		size := int64(tl.Allocation(k).Size)
-		if start < 0 {
-			if free >= 0 {
-				cur[g] += size
-			}
-		} else {
-			deltas[start] = delta{g, size}
+		// Allocations come by start: the first moment at or after it only
+		// moves on.
+		for lo < len(at) && at[lo] < start {
+			lo++
 		}
-		if free >= 0 && free < events {
-			deltas[free] = delta{g, -size}
+		hi := lo + sort.SearchInts(at[lo:], free)
+		if lo == hi {
+			continue
 		}
+		g, size := group[b.of[k]], int64(tl.Allocation(k).Size)
+		diff[lo][g] += size
+		diff[hi][g] -= size
 	}
-	out := make([][]int64, 0, len(at))
-	i := 0
-	for _, e := range at {
-		for ; i <= e && i < events; i++ {
-			cur[deltas[i].group] += deltas[i].bytes
+	out := make([][]int64, len(at))
+	cur := make([]int64, n)
+	for j := range at {
+		for g, d := range diff[j] {
+			cur[g] += d
 		}
-		out = append(out, slices.Clone(cur))
+		out[j] = slices.Clone(cur)
 	}
 	return out
 }

@@ -180,11 +180,10 @@ func measureSites(sn *snapshot.Snapshot, tl *replay.Timeline, steps []Step, at [
 		}
 		hi := lo + sort.SearchInts(at[lo:], free)
 		a := tl.Allocation(k)
-		place := pl.alloc(k)
-		key := placeKey(place, a.Stack)
+		key := pl.allocKeys(k).leak
 		s := byKey[key]
 		if s == nil {
-			s = &siteAcc{place: place, key: key, live: make([]int64, len(at)+1), req: make([]int64, len(at)+1), born: make([]int64, len(steps)), rep: k}
+			s = &siteAcc{place: pl.alloc(k), key: key, live: make([]int64, len(at)+1), req: make([]int64, len(at)+1), born: make([]int64, len(steps)), rep: k}
 			byKey[key] = s
 			order = append(order, s)
 		}

@@ -27,7 +27,7 @@ func (r *LeakReport) LeakedAllocations(sn *snapshot.Snapshot, tl *replay.Timelin
 		if _, free, _ := tl.Lifetime(k); free != replay.LiveAtEnd {
 			continue
 		}
-		if leaking[placeKey(pl.alloc(k), tl.Allocation(k).Stack)] {
+		if leaking[pl.allocKeys(k).leak] {
 			idx = append(idx, k)
 		}
 	}

@@ -120,7 +120,7 @@ func bestLine(pl *placer, peak int64, groups []SiteGroup) *TransientLine {
 		if a.Start == replay.BeforeRecording || a.Free == replay.LiveAtEnd {
 			continue
 		}
-		if i, ok := want[pl.alloc(k).Key()]; ok {
+		if i, ok := want[pl.allocKeys(k).key]; ok {
 			blocks[i] = append(blocks[i], a)
 		}
 	}

@@ -56,10 +56,33 @@ type placer struct {
 	f       *callsite.Filter
 	byStack map[snapshot.StackID]Place
 	engine  *engineScan
+	// stackKeys memoizes allocKeys by stack (index StackID), callKeys by
+	// stack and backward() call.
+	stackKeys []stackKeys
+	callKeys  map[callPlace]placeKeys
 }
 
+// placeKeys are the keys of a place: Place.Key, and the leak analysis's
+// (placeKey).
+type placeKeys struct{ key, leak string }
+
+// stackKeys are the keys of a stack's own place, and whether a block
+// allocated there may be the autograd engine's (engineThread), whose place
+// then depends on the backward() call it was allocated in.
+type stackKeys struct {
+	done, engine bool
+	placeKeys
+}
+
+// callPlace is what the key of a block the engine's thread allocated
+// inside a backward() call depends on: the block's stack and the stack of
+// the call's main-thread event (engineScan.callOf makes one call per such
+// stack).
+type callPlace struct{ stack, call snapshot.StackID }
+
 func newPlacer(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *placer {
-	return &placer{sn: sn, tl: tl, f: f, byStack: map[snapshot.StackID]Place{}}
+	return &placer{sn: sn, tl: tl, f: f, byStack: map[snapshot.StackID]Place{},
+		stackKeys: make([]stackKeys, sn.NumStacks()), callKeys: map[callPlace]placeKeys{}}
 }
 
 // stack is the place of a stack, wherever it was recorded.
@@ -76,12 +99,49 @@ func (p *placer) stack(id snapshot.StackID) Place {
 // allocated in the trace by a thread without Python frames during a
 // backward() call, which then is its place.
 func (p *placer) alloc(k int) Place {
+	return inCall(p.allocCall(k))
+}
+
+// allocCall is the place of allocation k's stack and the backward() call
+// the block was allocated in by the autograd engine's thread, or nil.
+func (p *placer) allocCall(k int) (Place, *BackwardCall) {
 	a := p.tl.Allocation(k)
 	pl := p.stack(a.Stack)
 	if a.Start == replay.BeforeRecording || !p.engineThread(a.Stack, pl) {
-		return pl
+		return pl, nil
 	}
-	return p.engineAt(int(a.Start), pl)
+	return pl, p.scan().during(int(a.Start))
+}
+
+// allocKeys are the keys of alloc(k), memoized by what they depend on
+// (stackKeys, callPlace): loops over every allocation ask for millions of
+// keys of a few hundred places (building each place and its key took
+// bestLine 1.8 s of the 996 MB bench file's 2.5 s explain).
+func (p *placer) allocKeys(k int) placeKeys {
+	a := p.tl.Allocation(k)
+	sk := &p.stackKeys[a.Stack]
+	if !sk.done {
+		pl := p.stack(a.Stack)
+		*sk = stackKeys{done: true, engine: p.engineThread(a.Stack, pl), placeKeys: keysOf(pl, a.Stack)}
+	}
+	if !sk.engine || a.Start == replay.BeforeRecording {
+		return sk.placeKeys
+	}
+	call := p.scan().during(int(a.Start))
+	if call == nil {
+		return sk.placeKeys
+	}
+	id := callPlace{a.Stack, call.stack}
+	ks, ok := p.callKeys[id]
+	if !ok {
+		ks = keysOf(inCall(p.stack(a.Stack), call), a.Stack)
+		p.callKeys[id] = ks
+	}
+	return ks
+}
+
+func keysOf(pl Place, stack snapshot.StackID) placeKeys {
+	return placeKeys{key: pl.Key(), leak: placeKey(pl, stack)}
 }
 
 // event is the place of trace event i's stack, placed as alloc places a
@@ -92,7 +152,7 @@ func (p *placer) event(i int) Place {
 	if !p.engineThread(e.Stack, pl) {
 		return pl
 	}
-	return p.engineAt(i, pl)
+	return inCall(pl, p.scan().during(i))
 }
 
 // engineThread reports whether a stack, placed at pl, may be the autograd
@@ -115,11 +175,10 @@ func (p *placer) scan() *engineScan {
 	return p.engine
 }
 
-// engineAt is the place of a block allocated at event i by a thread
-// without Python frames, whose stack's own place is pl: the backward()
-// call it happened in, or pl when none is found.
-func (p *placer) engineAt(i int, pl Place) Place {
-	call := p.scan().during(i)
+// inCall is the place of a block allocated by the autograd engine's
+// thread during call, whose stack's own place is pl: the call, or pl when
+// there is none.
+func inCall(pl Place, call *BackwardCall) Place {
 	if call == nil {
 		return pl
 	}
