@@ -44,7 +44,7 @@ func seedRaw(b *testing.B) []byte {
 }
 
 // BenchmarkDecodeParts decodes the bench seed in place in 1 to 8 parts,
-// split where balancedSplit says, as ReadFile does a big file: with as
+// cut where balancedCuts says, as ReadFile does a big file: with as
 // many cores, ns/op falls with the parts until the walk is what is left.
 func BenchmarkDecodeParts(b *testing.B) {
 	raw := seedRaw(b)
@@ -52,7 +52,7 @@ func BenchmarkDecodeParts(b *testing.B) {
 		b.Run(fmt.Sprintf("parts=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(len(raw)))
 			for b.Loop() {
-				if _, _, err := decodeSplit(bytesSource{b: raw}, n, balancedSplit); err != nil {
+				if _, _, err := decodeSplit(bytesSource{b: raw}, n, balancedCuts); err != nil {
 					b.Fatal(err)
 				}
 			}

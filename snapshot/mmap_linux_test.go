@@ -30,7 +30,7 @@ func TestReadMapped(t *testing.T) {
 	defer m.close()
 	var released atomic.Int64
 	src := bytesSource{b: m.b, release: func(from, to int64) { released.Add(to - from); m.release(from, to) }}
-	got, merged, err := decodeSplit(src, 2, func(size, _, _ int64, _, _ int) int64 { return size / 2 })
+	got, merged, err := decodeSplit(src, 2, func(size int64, _ int) []int64 { return []int64{size / 2} })
 	if err != nil || merged != 1 {
 		t.Fatalf("mapped seed: %d tails merged, error %v", merged, err)
 	}

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"io"
 	"sync/atomic"
 
@@ -14,9 +15,14 @@ type source interface {
 	// decoder returns a new decoder from the start that stores in reached,
 	// if not nil, how far it has read.
 	decoder(sink pickle.Sink, reached *atomic.Int64) *pickle.Decoder
-	// fork returns the decoder of the tail that starts where the walk w
-	// stopped (pickle's Fork).
-	fork(w *pickle.Decoder, sink pickle.Sink) *pickle.Decoder
+	// stretch returns the walker of the stretch from from to to (pickle's
+	// Stretch).
+	stretch(sink pickle.Sink, proto int, from, to int64) *pickle.Decoder
+	// fork returns the decoder of the tail that starts at off, where the
+	// memo of w (a walker's, or their join) held n entries (pickle's Fork).
+	fork(w *pickle.Decoder, sink pickle.Sink, off int64, n uint64) *pickle.Decoder
+	// readerAt reads the stream at offsets, for its frames' headers.
+	readerAt() io.ReaderAt
 	// from is the stream from off on, for Splice: nil for decoders over
 	// bytes, which go on in their own.
 	from(off int64) io.Reader
@@ -38,9 +44,19 @@ func (s atSource) decoder(sink pickle.Sink, reached *atomic.Int64) *pickle.Decod
 	return pickle.NewDecoder(r, sink, pickle.DefaultLimits)
 }
 
-func (s atSource) fork(w *pickle.Decoder, sink pickle.Sink) *pickle.Decoder {
-	return w.Fork(sink, s.from(w.Offset()), nil)
+func (s atSource) stretch(sink pickle.Sink, proto int, from, to int64) *pickle.Decoder {
+	d := pickle.NewDecoder(io.NewSectionReader(s.r, from, to-from), sink, pickle.DefaultLimits)
+	d.Stretch(from, proto)
+	return d
 }
+
+func (s atSource) fork(w *pickle.Decoder, sink pickle.Sink, off int64, n uint64) *pickle.Decoder {
+	t := pickle.NewDecoder(s.from(off), sink, pickle.DefaultLimits)
+	w.Fork(t, off, n)
+	return t
+}
+
+func (s atSource) readerAt() io.ReaderAt { return s.r }
 
 func (s atSource) from(off int64) io.Reader { return io.NewSectionReader(s.r, off, s.n-off) }
 
@@ -73,9 +89,24 @@ func (s bytesSource) decoder(sink pickle.Sink, reached *atomic.Int64) *pickle.De
 	return pickle.NewDecoderBytes(s.b, sink, pickle.DefaultLimits, s.moved(reached, 0))
 }
 
-func (s bytesSource) fork(w *pickle.Decoder, sink pickle.Sink) *pickle.Decoder {
-	return w.Fork(sink, nil, s.moved(nil, w.Offset()))
+// stretch walks b[from:to]. A walker lets the pages it passed go as a
+// decoder does (the head or a tail reads them again later, from the page
+// cache), but tells progress nothing: it runs ahead of the decoding.
+func (s bytesSource) stretch(sink pickle.Sink, proto int, from, to int64) *pickle.Decoder {
+	quiet := s
+	quiet.progress = nil
+	d := pickle.NewDecoderBytes(s.b[:to], sink, pickle.DefaultLimits, quiet.moved(nil, from))
+	d.Stretch(from, proto)
+	return d
 }
+
+func (s bytesSource) fork(w *pickle.Decoder, sink pickle.Sink, off int64, n uint64) *pickle.Decoder {
+	t := pickle.NewDecoderBytes(s.b, sink, pickle.DefaultLimits, s.moved(nil, off))
+	w.Fork(t, off, n)
+	return t
+}
+
+func (s bytesSource) readerAt() io.ReaderAt { return bytes.NewReader(s.b) }
 
 // moved is what a decoder from offset from on tells of each window it
 // moves to: reached and progress learn where it starts, and release the

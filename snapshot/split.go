@@ -8,29 +8,27 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"sync/atomic"
-	"time"
 
 	"github.com/vramscope/vramscope/internal/pickle"
 )
 
 // Decoding a big file on several cores (internal/pickle/split.go has the
-// VM's side). One goroutine walks the file, stopping at a batch of the
-// trace list past each split point to start a tail there, which decodes up
-// to the next tail's start (or the list's end) into a builder of its own,
-// while this one decodes up to the first tail (the head). Each tail's
-// records are then renumbered into the head's builder in turn, and the
-// head goes on after the last. Whatever a tail could not do, the head does
-// alone, so the result is always the sequential one.
+// VM's side). The file is cut at frames into stretches, one per part, and
+// a walker per stretch walks it on a goroutine of its own, all at once,
+// finding where its stretch's first batch of the trace list starts (a
+// tail's start) and what the stretch memoizes. Meanwhile the head decodes
+// the first stretch into its builder. Once the walkers are done, their
+// memos are joined into one, and each tail decodes from its start up to
+// the next tail's (or the list's end) into a builder of its own. The head
+// then renumbers each tail's records into its builder in turn, and goes on
+// after the last. Whatever a tail could not do, the head does alone, so
+// the result is always the sequential one.
 const (
 	// splitMin is the smallest file worth a second goroutine.
 	splitMin = 32 << 20
 	// partMin is the least a part of a split file gets: below it a core
 	// saves less than a tail costs to start and merge.
 	partMin = 16 << 20
-	// headStep is how far the head decodes between two looks at whether
-	// the walk has chosen the split point.
-	headStep = 4 << 20
 )
 
 // splitParts is how many parts a raw file of size bytes is decoded in: one
@@ -41,35 +39,27 @@ func splitParts(size int64) int {
 	return int(min(int64(runtime.GOMAXPROCS(0)), max(size/partMin, 1)))
 }
 
-// splitPoints gives where tail k (1..n-1) of a file of size bytes cut in n
-// parts is to start, once the head has read head bytes while the walk,
-// started at the same time, walked walked bytes.
-type splitPoints func(size, head, walked int64, k, n int) int64
+// splitCuts gives where stretches 1..n-1 of a file of size bytes cut in n
+// parts are to start (each at the first frame from there on).
+type splitCuts func(size int64, n int) []int64
 
-// balancedSplit is the split point of tail k that makes all n parts end
-// together. With the head's decoding rate h, the walk's rate w, r = h/w,
-// and each tail decoding as fast as the head, the head ends at s_1/h and
-// tail k, which starts when the walk reaches s_k, at s_k/w +
-// (s_k+1 - s_k)/h; equal ends give s_k = size (1-q^k) / (1-q^n) with
-// q = 1-r (for n = 2: size/(2-r)). The rates depend on the machine more
-// than on the file: the walk costs about 0.3 of decoding on one core
-// (callgrind: 320 M against 1,044 M instructions for the first 29 MB of a
-// grown bench file), but cores that share a memory bus slow the walk more
-// than the decoder (measured on a 2-vCPU VM: h/w = 0.45, against the fixed
-// 0.3 the first version assumed, which left the head waiting 0.25 s of
-// 1.8 s for the tail). With the walk as the one sequential stage, n parts
-// end after about r/(1-q^n) of the sequential decode: 0.3 of it for any n
-// past 8, at r = 0.3.
-func balancedSplit(size, head, walked int64, k, n int) int64 {
-	ratio := 0.0
-	if walked > 0 {
-		ratio = min(float64(head)/float64(walked), 0.9)
+// walkCost is what walking a byte costs against decoding it: 0.3 on one
+// core (callgrind: 320 M against 1,044 M instructions for the first 29 MB
+// of a grown bench file), 0.45 measured with two cores sharing a memory
+// bus.
+const walkCost = 0.4
+
+// balancedCuts makes the parts end together. The tails start once the
+// walkers are done, which takes walking one part, while the head decodes
+// its part from the start: with parts of P bytes and the head's of P0,
+// all end together when P0 = P (1 + walkCost), so the head's part is the
+// larger and stretch k starts at (k + walkCost) size / (n + walkCost).
+func balancedCuts(size int64, n int) []int64 {
+	cuts := make([]int64, n-1)
+	for k := range cuts {
+		cuts[k] = int64(float64(size) * (float64(k+1) + walkCost) / (float64(n) + walkCost))
 	}
-	if ratio == 0 {
-		return size * int64(k) / int64(n)
-	}
-	q := 1 - ratio
-	return int64(float64(size) * (1 - math.Pow(q, float64(k))) / (1 - math.Pow(q, float64(n))))
+	return cuts
 }
 
 // foreignTag marks a tail's frame ids that stand for a memo entry of the
@@ -115,33 +105,16 @@ type tailResult struct {
 	foreignMemo []uint64 // head memo ids the tail's memo copies (checkMemo)
 }
 
-// part is one tail of a split decode, as the walk starts it.
+// part is one tail of a split decode, as startTails starts it.
 type part struct {
 	start int64
-	// next is where the next tail starts once the walk has found it (-1
-	// before): this one ends at that batch. Storing 0 stops it at its next
-	// batch.
-	next   atomic.Int64
-	walked *atomic.Int64 // how far the walk has looked for the next tail
-	done   chan tailResult
+	next  int64 // where the next tail starts, where this one ends; -1: none
+	done  chan tailResult
 }
 
 // endsAt says whether the tail ends at the batch at off: where the next
-// tail starts. Until the walk has found that or passed off, it waits, so
-// a tail never runs past the next one's start because the walk was late
-// (the walk, 3 times as fast, is rarely behind).
-func (p *part) endsAt(off int64) bool {
-	for {
-		walked := p.walked.Load() // before next: the walk stores next, then walks on
-		if n := p.next.Load(); n >= 0 {
-			return n <= off
-		}
-		if walked > off {
-			return false
-		}
-		time.Sleep(20 * time.Microsecond)
-	}
-}
+// tail starts.
+func (p *part) endsAt(off int64) bool { return p.next >= 0 && off >= p.next }
 
 // ReadAt decodes the snapshot held in the first size bytes of r, raw or
 // compressed as for Read; a big raw pickle is decoded on several
@@ -153,7 +126,7 @@ func ReadAt(r io.ReaderAt, size int64) (*Snapshot, error) {
 	if size < splitMin || Compressed(magic[:n]) || splitParts(size) < 2 {
 		return Read(io.NewSectionReader(r, 0, size))
 	}
-	sn, _, err := decodeSplit(atSource{r, size}, splitParts(size), balancedSplit)
+	sn, _, err := decodeSplit(atSource{r, size}, splitParts(size), balancedCuts)
 	return sn, err
 }
 
@@ -195,7 +168,7 @@ func readMapped(m *mapping, progress func(off int64)) (sn *Snapshot, err error) 
 		}
 	}()
 	src := bytesSource{b: m.b, release: m.release, progress: progress}
-	sn, _, err = decodeSplit(src, splitParts(src.size()), balancedSplit)
+	sn, _, err = decodeSplit(src, splitParts(src.size()), balancedCuts)
 	return sn, err
 }
 
@@ -220,22 +193,43 @@ func (p progressReaderAt) ReadAt(b []byte, off int64) (int, error) {
 	return n, err
 }
 
-// decodeSplit decodes the raw pickle src in up to n parts, tail k starting
-// at the first batch of a list at or after the offset point gives, and
-// reports how many tails' work was used.
-func decodeSplit(src source, n int, point splitPoints) (*Snapshot, int, error) {
+// decodeSplit decodes the raw pickle src in up to n parts, stretch k
+// (1..n-1) starting at the first frame at or after cut's k-th offset and
+// tail k at the stretch's first batch of a list, and reports how many
+// tails' work was used.
+func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 	size := src.size()
-	var head atomic.Int64
-	w := &walkProgress{moved: make(chan struct{}, 1)}
-	parts := make(chan *part, n)
+	var proto int
+	var starts []int64
+	if n >= 2 {
+		// An error reading leaves the head alone to report it.
+		proto, starts, _ = pickle.FrameStarts(src.readerAt(), size, cut(size, n))
+	}
 	budget := new(pickle.SharedBudget) // all parts hold what one decoder may
-	go walkParts(src, n, budget, func(walked int64, k int) int64 {
-		if k == 1 { // the head decodes up to the first tail only
-			w.set(walked)
+	parts := make(chan *part, len(starts))
+	first := make(chan int64, 1) // where the first tail may start
+	if len(starts) == 0 {
+		close(parts)
+		first <- -1
+	} else {
+		walks := make([]chan stretchWalk, len(starts)+1)
+		for k := range walks {
+			from, to := int64(0), size
+			if k > 0 {
+				from = starts[k-1]
+			}
+			if k < len(starts) {
+				to = starts[k]
+			}
+			walks[k] = make(chan stretchWalk, 1)
+			found := func(int64) {}
+			if k == 1 {
+				found = func(start int64) { first <- start }
+			}
+			go func() { walks[k] <- walkStretch(src, proto, from, to, k == len(starts), budget, found) }()
 		}
-		w.walked.Store(walked)
-		return point(size, head.Load(), walked, k, n)
-	}, &w.walked, parts)
+		go startTails(src, walks, parts)
+	}
 
 	// The tails read src until they end, whatever happens here: src (a
 	// mapping, unmapped after) must outlive them.
@@ -249,21 +243,21 @@ func decodeSplit(src source, n int, point splitPoints) (*Snapshot, int, error) {
 		}
 	}()
 	b := newBuilder()
-	dec := src.decoder(b, &head)
+	dec := src.decoder(b, nil)
 	dec.ShareBudget(budget)
-	p, err := decodeUntilStart(dec, w, parts)
-	if err != nil {
-		return nil, 0, fmt.Errorf("decoding snapshot: %w", err)
+	// While the walkers walk, the head decodes up to where the first tail
+	// may start.
+	if start := <-first; start > 0 {
+		if _, err := dec.DecodeTo(start); err != nil {
+			return nil, 0, fmt.Errorf("decoding snapshot: %w", err)
+		}
 	}
 	merged := 0
-	for ; p != nil; p = <-parts {
+	for p := range parts {
 		waiting = p
 		at, err := dec.DecodeTo(p.start)
 		if err != nil {
 			return nil, 0, fmt.Errorf("decoding snapshot: %w", err)
-		}
-		if !at {
-			p.next.Store(0) // the head has passed it: stop it
 		}
 		t := <-p.done
 		waiting = nil
@@ -288,60 +282,134 @@ func decodeSplit(src source, n int, point splitPoints) (*Snapshot, int, error) {
 	return b.sn, merged, nil
 }
 
-// walkParts walks src and starts tails 1..n-1 where point(walked, k) says,
-// each decoding on a goroutine of its own, and sends them to parts in
-// order; it closes parts when the walk found no more split points or the
-// last tail started. The last tail is the walk's own decoder. walked is
-// how far the walk has come (point stores it), and past the end once the
-// walk stopped. The walk and the tails share budget.
-func walkParts(src source, n int, budget *pickle.SharedBudget, point func(walked int64, k int) int64, walked *atomic.Int64, parts chan<- *part) {
-	defer close(parts)
-	defer walked.Store(math.MaxInt64)
+// stretchWalk is what the walker of one stretch found.
+type stretchWalk struct {
+	d *pickle.Decoder
+	b *builder // its sink: the strings it memoized
+	// start is the stretch's first batch, where a tail starts (-1: none),
+	// and memoized and strings how many memo entries and strings the walk
+	// had made there.
+	start    int64
+	memoized uint64
+	strings  int
+	whole    bool // walked to the stretch's end
+}
+
+// walkStretch walks the stretch of src from from to to, telling found
+// where its first batch starts; the walker of the last stretch stops
+// there, the others walk on to the stretch's end. Stretch 0's batches
+// start no tail: the head decodes it.
+func walkStretch(src source, proto int, from, to int64, last bool, budget *pickle.SharedBudget, found func(int64)) (w stretchWalk) {
+	w.start = -1
+	told := false
+	defer func() {
+		if !told {
+			found(-1)
+		}
+	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			faultError(r) // a fault ends the walk: the head reports it, if it reads there too
+			w.whole = false
 		}
 	}()
-	wb := newBuilder()
-	walker := src.decoder(wb, nil)
-	walker.ShareBudget(budget)
-	var prev *part
-	for k := 1; k < n; k++ {
-		at := func(walked int64) int64 { return point(walked, k) }
-		d, b := walker, wb
-		var err error
-		var start int64
-		if k == n-1 {
-			err = walker.ScanTail(at)
-			start = walker.Offset()
-		} else if start, err = walker.Walk(at); err == nil {
-			b = newBuilder()
-			b.internStrings(wb)
-			d = src.fork(walker, b)
-		}
+	w.b = newBuilder()
+	w.d = src.stretch(w.b, proto, from, to)
+	w.d.ShareBudget(budget)
+	end := func(int64) int64 { return math.MaxInt64 }
+	if from > 0 {
+		start, err := w.d.Walk(func(int64) int64 { return from })
 		if err != nil {
-			return
+			w.whole = errors.Is(err, pickle.ErrNoSplit) && w.d.AtEnd() // no batch in it
+			return w
 		}
-		p := &part{start: start, walked: walked, done: make(chan tailResult, 1)}
-		p.next.Store(-1)
-		if prev != nil {
-			prev.next.Store(start)
+		w.start, w.memoized, w.strings = start, w.d.Memoized(), len(w.b.sn.strings)
+		found(start)
+		told = true
+		if last {
+			return w
 		}
-		go decodeTail(d, b, p)
-		parts <- p
-		prev = p
 	}
+	_, err := w.d.Walk(end)
+	w.whole = errors.Is(err, pickle.ErrNoSplit) && w.d.AtEnd()
+	return w
 }
 
-// internStrings interns the strings of from, a new builder that has only
-// been given strings, in their order: a tail's builder then numbers them
-// as the walk's does, which the memo they share holds.
-func (b *builder) internStrings(from *builder) {
-	for _, s := range from.sn.strings {
-		b.sn.InternString(s)
+// startTails joins the memos of the walks, as far as every stretch before
+// was walked whole, and starts the tails of the stretches that have a
+// batch, each decoding on a goroutine of its own, sending them to parts
+// in order; it closes parts when all started.
+func startTails(src source, walks []chan stretchWalk, parts chan<- *part) {
+	defer close(parts)
+	ws := make([]stretchWalk, len(walks))
+	for k, c := range walks {
+		ws[k] = <-c
 	}
-	b.syncStrings()
+	// The stretches whose memo the tails can have: up to the first not
+	// walked whole, which still has a tail if its walk reached its batch.
+	joined := 1
+	for joined < len(ws) && ws[joined-1].whole && ws[joined-1].d != nil {
+		joined++
+	}
+	if ws[joined-1].start < 0 {
+		joined--
+	}
+	if joined < 2 {
+		return
+	}
+	// One numbering of the walkers' strings, in stream order: what a walk
+	// from the start would have interned. Tail k's builder starts with
+	// the strings interned up to its start.
+	strs := newBuilder()
+	walkers := make([]*pickle.Decoder, joined)
+	tr := make([]func(pickle.Value) pickle.Value, joined)
+	upTo := make([]int, joined)
+	for k, w := range ws[:joined] {
+		walkers[k] = w.d
+		ids := make([]StringID, len(w.b.sn.strings))
+		upTo[k] = len(strs.sn.strings)
+		for i, s := range w.b.sn.strings {
+			ids[i] = strs.sn.InternString(s)
+			if i+1 == w.strings {
+				upTo[k] = len(strs.sn.strings)
+			}
+		}
+		tr[k] = func(v pickle.Value) pickle.Value {
+			if v.Kind == pickle.KindString || v.Kind == pickle.KindBytes {
+				v.N = uint64(ids[v.N])
+			}
+			return v
+		}
+	}
+	j, firstID, err := pickle.Join(walkers, tr)
+	if err != nil {
+		return
+	}
+	var ps []*part
+	var ds []*pickle.Decoder
+	var bs []*builder
+	for k := 1; k < joined; k++ {
+		w := ws[k]
+		if w.start < 0 {
+			continue
+		}
+		b := newBuilder()
+		for _, s := range strs.sn.strings[:upTo[k]] {
+			b.sn.InternString(s)
+		}
+		b.syncStrings()
+		if n := len(ps); n > 0 {
+			ps[n-1].next = w.start
+		}
+		ps = append(ps, &part{start: w.start, next: -1, done: make(chan tailResult, 1)})
+		ds = append(ds, src.fork(j, b, w.start, firstID[k]+w.memoized))
+		bs = append(bs, b)
+	}
+	for i, p := range ps {
+		go decodeTail(ds[i], bs[i], p)
+		parts <- p
+	}
 }
 
 // decodeTail decodes tail p with d into b and hands the result to p.done.
@@ -357,53 +425,6 @@ func decodeTail(d *pickle.Decoder, b *builder, p *part) {
 		t.err = t.checkMemo()
 	}
 	p.done <- t
-}
-
-// decodeUntilStart decodes with the head, at most headStep bytes at a time,
-// until the walk sends the first tail (nil: none), and returns it. The
-// head never passes the walk, whose split point lies ahead of it: having
-// caught up, it waits for the walk to move on.
-func decodeUntilStart(dec *pickle.Decoder, w *walkProgress, parts <-chan *part) (*part, error) {
-	for {
-		select {
-		case p := <-parts:
-			return p, nil
-		default:
-		}
-		off := dec.Offset()
-		target := min(off+headStep, w.off.Load())
-		if target <= off {
-			select {
-			case p := <-parts:
-				return p, nil
-			case <-w.moved:
-				continue
-			}
-		}
-		if _, err := dec.DecodeTo(target); err != nil {
-			return nil, err
-		}
-		if dec.Offset() < target { // the stream ended: nothing to split
-			return <-parts, nil
-		}
-	}
-}
-
-// walkProgress is how far the walk has come: off for the head not to pass
-// the first tail's start, walked for the tails to end where the next
-// starts.
-type walkProgress struct {
-	off    atomic.Int64
-	moved  chan struct{} // signalled (without blocking) when off grows
-	walked atomic.Int64
-}
-
-func (w *walkProgress) set(off int64) {
-	w.off.Store(off)
-	select {
-	case w.moved <- struct{}{}:
-	default:
-	}
 }
 
 // canMerge reports whether the tail t holds only what merge renumbers: trace

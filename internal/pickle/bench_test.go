@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"testing"
 )
@@ -43,8 +44,8 @@ func BenchmarkMemoReads(b *testing.B) {
 }
 
 // BenchmarkWalk walks the GPU-made bench seed (26 MB, 330 k trace entries)
-// to its end, as ScanTail does before a tail starts: the cost the second
-// core pays for each byte of the head.
+// to its end, as a stretch's walker does before the tails start: what
+// each byte costs a split decode besides decoding it.
 func BenchmarkWalk(b *testing.B) {
 	f, err := os.Open("../../testdata/scenarios/out/bench_source/bench_source.pickle.gz")
 	if err != nil {
@@ -59,10 +60,9 @@ func BenchmarkWalk(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	end := func(int64) int64 { return int64(len(raw)) }
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
-		if err := NewDecoder(bytes.NewReader(raw), nopSink{}, DefaultLimits).ScanTail(end); !errors.Is(err, ErrNoSplit) {
+		if _, err := NewDecoder(bytes.NewReader(raw), nopSink{}, DefaultLimits).Walk(at(math.MaxInt64)); !errors.Is(err, ErrNoSplit) {
 			b.Fatalf("walk ended with %v, want ErrNoSplit at the end", err)
 		}
 	}

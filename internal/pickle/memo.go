@@ -67,19 +67,20 @@ func (m *memo) tailOf(i uint64) int {
 	return -1
 }
 
-// fork returns a memo that starts as m: the parts of a split decode each
-// go on from the walk's memo (split.go). The full chunks are shared, not
-// copied (a 1 GB snapshot's memo is 120 MB); the last one, which both
-// append to, is copied unless it is full. A store into an id made before
-// the fork is refused in both.
-func (m *memo) fork() memo {
-	f := memo{chunks: slices.Clone(m.chunks), n: m.n, wide: slices.Clone(m.wide), shared: m.n}
-	m.shared = m.n
-	if c := len(f.chunks) - 1; c >= 0 && len(f.chunks[c]) < memoChunkLen {
-		own := make([]uint32, len(f.chunks[c]), cap(f.chunks[c]))
-		copy(own, f.chunks[c])
+// forkAt returns a memo that starts as m's first n entries: the tails of
+// a split decode each go on from the walk's memo where they start
+// (split.go). The full chunks are shared, not copied (a 1 GB snapshot's
+// memo is 120 MB); the one holding entry n, which the fork appends to, is
+// copied. A store into an id below n is refused in both.
+func (m *memo) forkAt(n uint64) memo {
+	full := n >> memoChunkBits
+	f := memo{chunks: slices.Clone(m.chunks[:full]), n: n, wide: slices.Clone(m.wide), shared: n}
+	m.shared = max(m.shared, n)
+	if k := n & (memoChunkLen - 1); k > 0 {
+		own := make([]uint32, k, max(k, min(2*k, memoChunkLen)))
+		copy(own, m.chunks[full][:k])
 		hugepage.Advise(own)
-		f.chunks[c] = own
+		f.chunks = append(f.chunks, own)
 		f.chunkBytes = 4 * int64(cap(own))
 	}
 	return f

@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"sync"
+
+	"github.com/vramscope/vramscope/internal/hugepage"
 )
 
 // Decoding one stream on several cores.
@@ -18,18 +21,24 @@ import (
 // next tail's (or to the list's end), and the head splices them in order.
 //
 // What a tail needs of the bytes before its MARK is the memo: which ids
-// exist and what the ones it reads hold. One walk (Walk) goes through those
-// bytes without building anything, stopping at each split point in turn
-// to start a tail there (Fork): it hands memoized strings and numbers to
-// its sink, whose strings each tail's sink starts from, and records
-// memoized containers as KindForeign values, which the head's memo
-// resolves when the caller merges. The tails share the walk's memo up to
-// their start.
+// exist and what the ones it reads hold. Walkers build it without building
+// anything else, one per stretch of the stream, all at once (Stretch): a
+// stretch starts at a frame (FrameStarts: protocol 4 and later frame the
+// stream, and the pickler starts a frame only between opcodes), and its
+// walker finds the stretch's first batch (Walk), where a tail can start,
+// then walks on to the stretch's end. Each hands the strings and numbers it
+// memoizes to its sink and records memoized containers as KindForeign
+// values, which the head's memo resolves when the caller merges; it
+// numbers its entries from 0, since the stretches before are walked at the
+// same time. Join then numbers them all, one stretch after the other, and
+// each tail starts from as much of that memo as was stored before its MARK
+// (Fork).
 //
-// Anything the walk does not expect (protocol 0 text opcodes, memo ids out
-// of order, opcodes the decoder refuses) ends it with ErrNoSplit, and a tail
-// that meets anything it cannot decode fails: the head then decodes its
-// part itself. Splitting never changes a result; it only saves time.
+// Anything a walker does not expect (protocol 0 text opcodes, explicit
+// memo ids in a stretch, a memo entry that copies another, opcodes the
+// decoder refuses) ends it with ErrNoSplit, and a tail that meets anything
+// it cannot decode fails: the head then decodes that part itself.
+// Splitting never changes a result; it only saves time.
 
 // ErrNoSplit says a stream has no point where a tail can start.
 var ErrNoSplit = errors.New("no point to split the stream at")
@@ -55,7 +64,8 @@ type SplitPoint func(walked int64) int64
 // stopped (the start, the first time) to the next batch of appends that
 // starts at or after the offset from says, and returns that batch's
 // offset; Fork then starts a tail there. Strings and numbers the walk
-// memoizes go to d's sink; nothing else is built.
+// memoizes go to d's sink; nothing else is built. At the end of the
+// stream it returns ErrNoSplit, and AtEnd is then true.
 func (d *Decoder) Walk(from SplitPoint) (int64, error) {
 	if d.walk == nil {
 		if d.Offset() != 0 || d.part != nil {
@@ -66,35 +76,98 @@ func (d *Decoder) Walk(from SplitPoint) (int64, error) {
 	return d.scan(from)
 }
 
-// ScanTail walks the stream of d, a new decoder, to the first batch of
-// appends that starts at or after the offset from says, after which d
-// decodes the tail from there itself (DecodeTail): the last tail of a
-// split decode needs no walk after it.
-func (d *Decoder) ScanTail(from SplitPoint) error {
-	start, err := d.Walk(from)
-	if err != nil {
-		return err
-	}
-	d.part = &tail{start: start, base: d.memo.len()}
-	return nil
+// Stretch makes d, a new decoder of the bytes of a stream from off on, the
+// walker of the stretch that starts there and ends where d's input does:
+// Walk then numbers its memo entries from 0. off must start an opcode that
+// needs none before it, as a frame's start does; proto is the stream's
+// protocol.
+func (d *Decoder) Stretch(off int64, proto int) {
+	d.base, d.proto = off, proto
+	d.walk = &walk{last: -1, stretch: true, blind: true}
 }
 
-// Fork returns a decoder of the tail that starts where the walk d stopped,
-// building with sink, which must intern strings as d's sink did (the memo
-// they share holds its strings). It reads r, the stream from there on, or
-// for a decoder over bytes the same bytes, telling moved, if not nil,
-// where each window starts. The memo d made so far is shared, not copied.
-func (d *Decoder) Fork(sink Sink, r io.Reader, moved func(base int64)) *Decoder {
-	var t *Decoder
-	if d.src != nil {
-		t = NewDecoderBytes(d.src, sink, d.lim, moved)
-	} else {
-		t = NewDecoder(r, sink, d.lim)
+// AtEnd reports whether d has read its whole input.
+func (d *Decoder) AtEnd() bool { return d.eof && d.pos == d.end }
+
+// Memoized is how many entries d's memo holds.
+func (d *Decoder) Memoized() uint64 { return d.memo.len() }
+
+// Join numbers the memo entries of walkers, the walkers of consecutive
+// stretches from the stream's start (each walked to its end, but the last,
+// which may have stopped at its first batch), one stretch after the other:
+// tr[k], if not nil, maps each value of walker k's (the caller's own
+// values, such as the strings its sink numbers), and a walker's
+// placeholders for containers get their ids in the stream. It returns a
+// decoder whose memo holds them all, from which tails Fork, and the first
+// id of each stretch. The walkers' memos are emptied; the joined one
+// counts against the budget the first walker shares.
+func Join(walkers []*Decoder, tr []func(Value) Value) (*Decoder, []uint64, error) {
+	first := make([]uint64, len(walkers))
+	var n uint64
+	for k, w := range walkers {
+		if w.walk == nil || k > 0 && !w.walk.stretch || w.memo.sparse != nil {
+			return nil, nil, errors.New("join: not the walkers of consecutive stretches")
+		}
+		first[k] = n
+		n += w.memo.n
 	}
-	t.base, t.proto, t.shared = d.Offset(), d.proto, d.shared
-	t.memo = d.memo.fork()
-	t.part = &tail{start: t.base, base: t.memo.len()}
-	return t
+	if n > payloadMask {
+		return nil, nil, ErrNoSplit // a placeholder's id would not pack
+	}
+	w0 := walkers[0]
+	j := &Decoder{lim: w0.lim, proto: w0.proto, shared: w0.shared, stop: -1}
+	for c := uint64(0); c*memoChunkLen < n; c++ {
+		ch := make([]uint32, min(memoChunkLen, n-c*memoChunkLen))
+		hugepage.Advise(ch)
+		j.memo.chunks = append(j.memo.chunks, ch)
+	}
+	j.memo.n = n
+	j.memo.countChunks()
+	// Each walker's entries go to their own ids, on a goroutine of their
+	// own; a value too wide to pack (rare) takes the lock of the table of
+	// wide ones.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for k, w := range walkers {
+		wg.Go(func() {
+			for i := range w.memo.n {
+				v := w.memo.unpack(*w.memo.slot(i))
+				if v.Kind == KindForeign {
+					v.N += first[k]
+				} else if tr[k] != nil {
+					v = tr[k](v)
+				}
+				u, ok := packNarrow(v)
+				if !ok {
+					mu.Lock()
+					u = j.memo.pack(v)
+					mu.Unlock()
+				}
+				*j.memo.slot(first[k] + i) = u
+			}
+			w.memo = memo{}
+			w.LeaveBudget()
+		})
+	}
+	wg.Wait()
+	if len(j.memo.wide) >= payloadMask {
+		return nil, nil, errMemoFull
+	}
+	if j.shared != nil {
+		j.shared.report(j, j.memo.bytes())
+	}
+	return j, first, nil
+}
+
+// Fork makes t, a new decoder of the stream from off on, the decoder of
+// the tail that starts there, at a batch a walk stopped at, where d's memo
+// (a walker's, or Join's) held n entries. t's sink must intern strings as
+// the walk's sink did up to there: the memo they share holds its strings.
+// d's memo is shared, not copied.
+func (d *Decoder) Fork(t *Decoder, off int64, n uint64) {
+	t.base, t.proto, t.shared = off, d.proto, d.shared
+	t.memo = d.memo.forkAt(n)
+	t.part = &tail{start: off, base: n}
 }
 
 // TailStart is the offset where the tail starts: the head decodes up to it.
@@ -150,6 +223,11 @@ type walk struct {
 	prev  byte  // the last opcode but FRAME and memo stores
 	done  bool  // stopped at the split point
 	last  int64 // the split point it last stopped at, or -1
+	// stretch is set in the walker of a stretch (Stretch): its memo ids
+	// are numbered from the stretch's start, not the stream's, so it
+	// cannot follow a memo read; blind until it has walked an opcode whose
+	// value a MEMOIZE could store.
+	stretch, blind bool
 }
 
 const (
@@ -161,7 +239,7 @@ const (
 // memoize stores the walk's top under id, which must be the next one: the
 // tails share what the walk stored.
 func (d *Decoder) memoize(w *walk, id uint64) error {
-	if id != d.memo.n || d.memo.sparse != nil {
+	if id != d.memo.n || d.memo.sparse != nil || w.blind || w.stretch && w.topIs == topMemo {
 		return ErrNoSplit
 	}
 	v := Value{Kind: KindForeign, N: id}
@@ -237,7 +315,7 @@ loop:
 	}
 	if last >= 0 && err == nil {
 		// The bytes before pos may be gone after a refill: keep the top.
-		w.prev = buf[last]
+		w.prev, w.blind = buf[last], false
 		w.top, w.topIs, err = d.valueAt(buf, last)
 	}
 	d.pos = pos
@@ -255,7 +333,7 @@ func (d *Decoder) packedAt(buf []byte, at int, id uint64) (uint32, bool, error) 
 	case is == topOther:
 		return uint32(KindForeign)<<payloadBits | uint32(id), true, nil
 	case is == topMemo:
-		if v.N >= d.memo.n {
+		if v.N >= d.memo.n || d.walk.stretch {
 			return 0, false, ErrNoSplit // a read of an id never stored: the head reports it
 		}
 		return *d.memo.slot(v.N), true, nil
@@ -341,6 +419,9 @@ func (d *Decoder) scanStep(w *walk, from int64) error {
 		}
 		d.pos++
 	case opMemoize, opBinPut, opLongBinPut:
+		if op != opMemoize && w.stretch {
+			return ErrNoSplit // an explicit id: numbered from the stream's start
+		}
 		id := d.memo.len()
 		switch op {
 		case opBinPut:
@@ -372,7 +453,7 @@ func (d *Decoder) scanStep(w *walk, from int64) error {
 			id = uint64(binary.LittleEndian.Uint32(d.buf[d.pos:]))
 			d.pos += 4
 		}
-		if id >= d.memo.n {
+		if id >= d.memo.n && !w.stretch {
 			return ErrNoSplit
 		}
 		w.top, w.topIs = Value{N: id}, topMemo
@@ -390,7 +471,7 @@ func (d *Decoder) scanStep(w *walk, from int64) error {
 	default: // STOP, protocol 0 text opcodes, refused and unknown ones
 		return ErrNoSplit
 	}
-	w.prev = op
+	w.prev, w.blind = op, false
 	return nil
 }
 
@@ -545,4 +626,48 @@ func (d *Decoder) Splice(t *Decoder, tr func(Value) Value, r io.Reader) error {
 		d.buf = d.buf[:0]
 	}
 	return nil
+}
+
+// FrameStarts returns the stream's protocol and, for each offset of at
+// (ascending), the start of the first frame at or after it, without
+// repeats: where stretches can start (Stretch). It hops from frame header
+// to frame header through r, whose first size bytes hold the stream,
+// reading 9 bytes a frame (a 1 GB snapshot has about 15,000 frames of 64
+// KiB). The hops end at a frame that no other follows (CPython writes an
+// object too big for a frame outside them): the offsets past it get no
+// start. A stream before protocol 4 has no frames, and gets none.
+func FrameStarts(r io.ReaderAt, size int64, at []int64) (int, []int64, error) {
+	var hdr [9]byte
+	if _, err := r.ReadAt(hdr[:2], 0); err != nil {
+		return 0, nil, err
+	}
+	if hdr[0] != opProto || hdr[1] < 4 {
+		return 0, nil, nil
+	}
+	proto := int(hdr[1])
+	var starts []int64
+	off := int64(2)
+	for _, want := range at {
+		for off < want {
+			if off+9 > size {
+				return proto, starts, nil
+			}
+			if _, err := r.ReadAt(hdr[:], off); err != nil {
+				return 0, nil, err
+			}
+			n := binary.LittleEndian.Uint64(hdr[1:])
+			if hdr[0] != opFrame || n > uint64(size-off-9) {
+				return proto, starts, nil
+			}
+			off += 9 + int64(n)
+		}
+		if off >= size || len(starts) > 0 && starts[len(starts)-1] == off {
+			continue
+		}
+		if _, err := r.ReadAt(hdr[:1], off); err != nil || hdr[0] != opFrame {
+			return proto, starts, err
+		}
+		starts = append(starts, off)
+	}
+	return proto, starts, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 )
@@ -56,15 +57,26 @@ func TestDecodeTo(t *testing.T) {
 // at is the SplitPoint that is always off.
 func at(off int64) SplitPoint { return func(int64) int64 { return off } }
 
-// A tail starts at the first batch at or after its offset, decodes the
-// batches into a list of its own and ends where the list does.
-func TestScanTail(t *testing.T) {
-	raw, marks := batchedList(2500)
-	s := newTreeSink()
-	d := NewDecoder(bytes.NewReader(raw), s, DefaultLimits)
-	if err := d.ScanTail(at(marks[0] + 1)); err != nil {
+// forkAt walks raw from its start to the first batch at or after off and
+// returns the tail that starts there, building with s.
+func forkAt(t *testing.T, raw []byte, off int64, s Sink) *Decoder {
+	t.Helper()
+	w := NewDecoder(bytes.NewReader(raw), newTreeSink(), DefaultLimits)
+	start, err := w.Walk(at(off))
+	if err != nil {
 		t.Fatal(err)
 	}
+	d := NewDecoder(bytes.NewReader(raw[start:]), s, DefaultLimits)
+	w.Fork(d, start, w.Memoized())
+	return d
+}
+
+// A tail starts at the first batch at or after its offset, decodes the
+// batches into a list of its own and ends where the list does.
+func TestTail(t *testing.T) {
+	raw, marks := batchedList(2500)
+	s := newTreeSink()
+	d := forkAt(t, raw, marks[0]+1, s)
 	if d.TailStart() != marks[1] {
 		t.Fatalf("tail starts at %d, want the second batch at %d", d.TailStart(), marks[1])
 	}
@@ -89,8 +101,8 @@ func TestScanTail(t *testing.T) {
 		if name == "protocol 0" {
 			from = 0
 		}
-		if err := NewDecoder(bytes.NewReader(raw), newTreeSink(), DefaultLimits).ScanTail(at(from)); !errors.Is(err, ErrNoSplit) {
-			t.Errorf("%s: ScanTail gave %v, want ErrNoSplit", name, err)
+		if _, err := NewDecoder(bytes.NewReader(raw), newTreeSink(), DefaultLimits).Walk(at(from)); !errors.Is(err, ErrNoSplit) {
+			t.Errorf("%s: Walk gave %v, want ErrNoSplit", name, err)
 		}
 	}
 }
@@ -111,7 +123,9 @@ func TestWalkForks(t *testing.T) {
 		}
 		s := newTreeSink()
 		starts, sinks = append(starts, start), append(sinks, s)
-		tails = append(tails, walker.Fork(s, bytes.NewReader(raw[start:]), nil))
+		d := NewDecoder(bytes.NewReader(raw[start:]), s, DefaultLimits)
+		walker.Fork(d, start, walker.Memoized())
+		tails = append(tails, d)
 	}
 	if want := []int64{marks[1], marks[2], marks[3]}; !reflect.DeepEqual(starts, want) {
 		t.Fatalf("the walk stopped at %v, want %v (never twice at one batch)", starts, want)
@@ -174,10 +188,7 @@ func TestSpliceMemo(t *testing.T) {
 	b = append(b, opTuple, opTuple3, opStop)
 
 	head, tail := newTreeSink(), newTreeSink()
-	td := NewDecoder(bytes.NewReader(b), tail, DefaultLimits)
-	if err := td.ScanTail(at(marks[1])); err != nil {
-		t.Fatal(err)
-	}
+	td := forkAt(t, b, marks[1], tail)
 	if _, end, err := td.DecodeTail(nil); err != nil {
 		t.Fatal(err)
 	} else {
@@ -213,6 +224,156 @@ func TestSpliceMemo(t *testing.T) {
 		// (ids 1001..3000) mapped for the store.
 		if mapped != 2+2000 {
 			t.Errorf("%d entries mapped, want 2 reads and the 2000 entries of the tail", mapped)
+		}
+	}
+}
+
+// framedList is what CPython's pickler writes (protocol 4) for a list of n
+// distinct short strings, each memoized: batches of 1,000, in frames of
+// about frameLen bytes, each starting between two objects (never at a
+// MEMOIZE, which the pickler writes with its object). It returns the
+// pickle and its frames' offsets.
+func framedList(n, frameLen int) ([]byte, []int64) {
+	ops := [][]byte{{opEmptyList}, {opMemoize}}
+	for i := 0; i < n; i += 1000 {
+		ops = append(ops, []byte{opMark})
+		for j := i; j < min(n, i+1000); j++ {
+			s := fmt.Sprintf("s%d", j)
+			ops = append(ops, append([]byte{opShortBinUnicode, byte(len(s))}, s...), []byte{opMemoize})
+		}
+		ops = append(ops, []byte{opAppends})
+	}
+	ops = append(ops, []byte{opStop})
+	b := []byte{opProto, 4}
+	var frames []int64
+	var frame []byte
+	flush := func() {
+		frames = append(frames, int64(len(b)))
+		b = binary.LittleEndian.AppendUint64(append(b, opFrame), uint64(len(frame)))
+		b, frame = append(b, frame...), nil
+	}
+	for _, op := range ops {
+		if len(frame) >= frameLen && op[0] != opMemoize {
+			flush()
+		}
+		frame = append(frame, op...)
+	}
+	flush()
+	return b, frames
+}
+
+// Stretches walked apart and joined make the memo one walk from the start
+// makes, with the strings mapped into one sink's and the containers'
+// placeholders at their ids in the stream; a tail forked from the join
+// decodes as one forked from that walk.
+func TestStretchesJoin(t *testing.T) {
+	raw, frames := framedList(5000, 1024)
+	size := int64(len(raw))
+	proto, starts, err := FrameStarts(bytes.NewReader(raw), size, []int64{frames[3] - 1, frames[3], frames[9] + 1, frames[len(frames)-2]})
+	if want := []int64{frames[3], frames[10], frames[len(frames)-2]}; err != nil || proto != 4 || !reflect.DeepEqual(starts, want) {
+		t.Fatalf("FrameStarts = %d, %v, %v; want 4, %v", proto, starts, err, want)
+	}
+
+	ref := newTreeSink()
+	whole := NewDecoder(bytes.NewReader(raw), ref, DefaultLimits)
+	if _, err := whole.Walk(at(math.MaxInt64)); !errors.Is(err, ErrNoSplit) || !whole.AtEnd() {
+		t.Fatalf("walking the whole stream: %v", err)
+	}
+
+	joined := newTreeSink()
+	var walkers []*Decoder
+	var tr []func(Value) Value
+	var firstBatch []int64
+	var atBatch []uint64 // entries a walker had stored there
+	bounds := append(append([]int64{0}, starts...), size)
+	for k := range len(bounds) - 1 {
+		from, to := bounds[k], bounds[k+1]
+		s := newTreeSink()
+		d := NewDecoder(bytes.NewReader(raw[from:to]), s, DefaultLimits)
+		d.Stretch(from, proto)
+		batch := int64(-1)
+		if from > 0 { // the head decodes the first stretch: no tail starts there
+			if batch, err = d.Walk(at(from)); err != nil && !d.AtEnd() {
+				t.Fatalf("stretch %d: %v", k, err)
+			}
+		}
+		firstBatch, atBatch = append(firstBatch, batch), append(atBatch, d.Memoized())
+		if _, err := d.Walk(at(math.MaxInt64)); !d.AtEnd() {
+			t.Fatalf("stretch %d: walked to %d of %d: %v", k, d.Offset(), to, err)
+		}
+		walkers = append(walkers, d)
+		// Join maps on several goroutines: the mapping is made before.
+		ids := make([]uint64, len(s.strs))
+		for i, str := range s.strs {
+			v, _ := joined.String([]byte(str), false)
+			ids[i] = v.N
+		}
+		tr = append(tr, func(v Value) Value {
+			if v.Kind == KindString {
+				v.N = ids[v.N]
+			}
+			return v
+		})
+	}
+	j, first, err := Join(walkers, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Memoized() != whole.Memoized() || first[0] != 0 {
+		t.Fatalf("joined memo holds %d entries from %v, the whole walk's %d", j.Memoized(), first, whole.Memoized())
+	}
+	for id := range whole.Memoized() {
+		want, _ := whole.MemoValue(id)
+		got, _ := j.MemoValue(id)
+		same := got.Kind == want.Kind && (got.Kind == KindString && joined.strs[got.N] == ref.strs[want.N] || got.Kind != KindString && got.N == want.N)
+		if !same {
+			t.Fatalf("memo id %d: joined %v, whole walk %v", id, got, want)
+		}
+	}
+
+	// The second stretch's tail, forked from the join and from a walk from
+	// the start, decodes the same items.
+	items := func(w *Decoder, n uint64, strs []string) []string {
+		s := newTreeSink()
+		s.strs = append(s.strs, strs...)
+		d := NewDecoder(bytes.NewReader(raw[firstBatch[1]:]), s, DefaultLimits)
+		w.Fork(d, firstBatch[1], n)
+		h, _, err := d.DecodeTail(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, it := range s.open[h].items {
+			out = append(out, fmt.Sprint(it))
+		}
+		return out
+	}
+	headSink := newTreeSink()
+	head := NewDecoder(bytes.NewReader(raw), headSink, DefaultLimits)
+	if _, err := head.Walk(at(firstBatch[1])); err != nil {
+		t.Fatal(err)
+	}
+	if first[1]+atBatch[1] != head.Memoized() {
+		t.Fatalf("at the second stretch's batch: %d + %d entries joined, %d walked from the start", first[1], atBatch[1], head.Memoized())
+	}
+	got := items(j, first[1]+atBatch[1], joined.strs)
+	want := items(head, head.Memoized(), headSink.strs)
+	if len(got) == 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("tail from the join: %d items, from a walk: %d", len(got), len(want))
+	}
+}
+
+// A stretch that starts at a MEMOIZE cannot know what it stores, and one
+// that stores at an explicit id cannot number it: both end the walk.
+func TestStretchRefuses(t *testing.T) {
+	for name, b := range map[string][]byte{
+		"MEMOIZE first": {opMemoize, opMark, opNone, opAppends},
+		"BINPUT":        {opNone, opBinPut, 7, opMark},
+	} {
+		d := NewDecoder(bytes.NewReader(b), newTreeSink(), DefaultLimits)
+		d.Stretch(100, 4)
+		if _, err := d.Walk(at(math.MaxInt64)); !errors.Is(err, ErrNoSplit) || d.AtEnd() {
+			t.Errorf("%s: %v at %d, want ErrNoSplit before the end", name, err, d.Offset())
 		}
 	}
 }
