@@ -81,6 +81,11 @@ type bytesSource struct {
 	b        []byte
 	release  func(from, to int64)
 	progress func(off int64)
+	// headers, if not nil, reads b's bytes at offsets (b mapping a file:
+	// the file), for the frames' headers: a read of 9 bytes costs less
+	// than mapping the 16 pages around them (on the 996 MB bench file 58
+	// ms for its 15,000 frames against 366 ms through a fresh mapping).
+	headers io.ReaderAt
 }
 
 func (s bytesSource) size() int64 { return int64(len(s.b)) }
@@ -106,7 +111,12 @@ func (s bytesSource) fork(w *pickle.Decoder, sink pickle.Sink, off int64, n uint
 	return t
 }
 
-func (s bytesSource) readerAt() io.ReaderAt { return bytes.NewReader(s.b) }
+func (s bytesSource) readerAt() io.ReaderAt {
+	if s.headers != nil {
+		return s.headers
+	}
+	return bytes.NewReader(s.b)
+}
 
 // moved is what a decoder from offset from on tells of each window it
 // moves to: reached and progress learn where it starts, and release the

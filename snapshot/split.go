@@ -145,7 +145,7 @@ func ReadFile(f *os.File, size int64, progress func(off int64)) (*Snapshot, erro
 		if m, err := mapFile(f, size); err == nil {
 			if !Compressed(m.b[:4]) {
 				defer m.close()
-				return readMapped(m, progress)
+				return readMapped(m, f, progress)
 			}
 			m.close()
 		}
@@ -157,17 +157,17 @@ func ReadFile(f *os.File, size int64, progress func(off int64)) (*Snapshot, erro
 	return ReadAt(r, size)
 }
 
-// readMapped decodes the raw pickle mapped in m on several goroutines. A
-// file that shrinks while it is mapped makes the reads past its new end
-// fault: that is an error here, not a crash.
-func readMapped(m *mapping, progress func(off int64)) (sn *Snapshot, err error) {
+// readMapped decodes the raw pickle mapped in m, from f, on several
+// goroutines. A file that shrinks while it is mapped makes the reads past
+// its new end fault: that is an error here, not a crash.
+func readMapped(m *mapping, f io.ReaderAt, progress func(off int64)) (sn *Snapshot, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			err = faultError(r)
 		}
 	}()
-	src := bytesSource{b: m.b, release: m.release, progress: progress}
+	src := bytesSource{b: m.b, release: m.release, progress: progress, headers: f}
 	sn, _, err = decodeSplit(src, splitParts(src.size()), balancedCuts)
 	return sn, err
 }

@@ -33,8 +33,13 @@ type memoryGate struct {
 	max  int64
 	heap int64 // heapFor of the snapshots loading, with heapBase
 	// limit is the soft memory limit before the gate set one, or -1
-	// when the gate leaves it alone.
-	limit int64
+	// when the gate leaves it alone; gcPercent the collector's GOGC
+	// before, which the gate turns off while snapshots load if nothing
+	// set it either.
+	limit     int64
+	gcPercent int
+	ownGC     bool // GOGC is the gate's to turn off
+	gcOff     bool // and it is off
 }
 
 // newMemoryGate returns a gate of max bytes that sets the memory limit if
@@ -46,6 +51,7 @@ func newMemoryGate(max int64, limitHeap bool) *memoryGate {
 	g.cond = sync.NewCond(&g.mu)
 	if limitHeap && os.Getenv("GOMEMLIMIT") == "" {
 		g.limit = debug.SetMemoryLimit(-1)
+		g.ownGC = os.Getenv("GOGC") == ""
 	}
 	return g
 }
@@ -100,15 +106,27 @@ func (g *memoryGate) release(h gateHold) {
 }
 
 // setHeap adds d to what the loading snapshots hold and sets the memory
-// limit to it; with none loading it restores the limit there was.
+// limit to it; with none loading it restores the limit there was. Under
+// the limit the collector's own goal (twice the live heap) only adds
+// collections that free little while a snapshot is built: the gate turns
+// it off, so that the collector runs when the heap nears the limit (on the
+// 996 MB bench file 6.8 s of CPU time instead of 7.8, at the same peak).
 func (g *memoryGate) setHeap(d int64) {
 	g.heap += d
 	switch {
 	case g.limit < 0:
 	case g.free == g.max:
 		debug.SetMemoryLimit(g.limit)
+		if g.gcOff {
+			debug.SetGCPercent(g.gcPercent)
+			g.gcOff = false
+		}
 	default:
 		debug.SetMemoryLimit(g.heap)
+		if g.ownGC && !g.gcOff {
+			g.gcPercent = debug.SetGCPercent(-1)
+			g.gcOff = true
+		}
 	}
 }
 

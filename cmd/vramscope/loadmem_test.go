@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,36 @@ func TestMemoryGate(t *testing.T) {
 	wg.Wait()
 	if most.Load() > 100 || most.Load() < 10 {
 		t.Errorf("at most %d held at once, want 10..100", most.Load())
+	}
+}
+
+// While snapshots load, the gate holds the heap under the soft memory
+// limit of what they hold, with the collector's own goal off; once none
+// loads, both are what they were. (Nothing may set GOGC or GOMEMLIMIT for
+// this test: the gate then leaves them alone.)
+func TestMemoryGateLimits(t *testing.T) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT is set: the gate leaves the collector alone, as TestMemoryGate's gate does")
+	}
+	before := debug.SetGCPercent(77)
+	defer debug.SetGCPercent(before)
+	g := newMemoryGate(1<<40, true)
+	a, b := gateHold{est: 10, heap: 300 << 20}, gateHold{est: 10, heap: 200 << 20}
+	g.take(a)
+	g.take(b)
+	if got, want := debug.SetMemoryLimit(-1), int64(heapBase+500<<20); got != want {
+		t.Errorf("memory limit while two load: %d, want %d", got, want)
+	}
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Errorf("GOGC while loading: %d, want off", got)
+	}
+	g.release(a)
+	g.release(b)
+	if got := debug.SetGCPercent(77); got != 77 {
+		t.Errorf("GOGC after: %d, want the 77 there was", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != g.limit {
+		t.Errorf("memory limit after: %d, want the %d there was", got, g.limit)
 	}
 }
 

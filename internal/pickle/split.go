@@ -95,8 +95,8 @@ func (d *Decoder) Memoized() uint64 { return d.memo.len() }
 // Join numbers the memo entries of walkers, the walkers of consecutive
 // stretches from the stream's start (each walked to its end, but the last,
 // which may have stopped at its first batch), one stretch after the other:
-// tr[k], if not nil, maps each value of walker k's (the caller's own
-// values, such as the strings its sink numbers), and a walker's
+// tr[k], if not nil, maps each string and wide value of walker k's (the
+// caller's own values: the strings its sink numbers), and a walker's
 // placeholders for containers get their ids in the stream. It returns a
 // decoder whose memo holds them all, from which tails Fork, and the first
 // id of each stretch. The walkers' memos are emptied; the joined one
@@ -124,24 +124,30 @@ func Join(walkers []*Decoder, tr []func(Value) Value) (*Decoder, []uint64, error
 	j.memo.n = n
 	j.memo.countChunks()
 	// Each walker's entries go to their own ids, on a goroutine of their
-	// own; a value too wide to pack (rare) takes the lock of the table of
-	// wide ones.
+	// own, most of them as they are packed: a placeholder's id moves by
+	// the stretch's first id (n fits the payload), strings go through
+	// tr, and a value too wide to pack (rare) takes the lock of the table
+	// of wide ones.
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for k, w := range walkers {
 		wg.Go(func() {
 			for i := range w.memo.n {
-				v := w.memo.unpack(*w.memo.slot(i))
-				if v.Kind == KindForeign {
-					v.N += first[k]
-				} else if tr[k] != nil {
-					v = tr[k](v)
-				}
-				u, ok := packNarrow(v)
-				if !ok {
-					mu.Lock()
-					u = j.memo.pack(v)
-					mu.Unlock()
+				u := *w.memo.slot(i)
+				switch u >> payloadBits {
+				case uint32(KindForeign):
+					u += uint32(first[k])
+				case uint32(KindString), uint32(KindBytes), packedWide:
+					v := w.memo.unpack(u)
+					if tr[k] != nil {
+						v = tr[k](v)
+					}
+					var ok bool
+					if u, ok = packNarrow(v); !ok {
+						mu.Lock()
+						u = j.memo.pack(v)
+						mu.Unlock()
+					}
 				}
 				*j.memo.slot(first[k] + i) = u
 			}
