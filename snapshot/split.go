@@ -167,7 +167,7 @@ func readMapped(m *mapping, f io.ReaderAt, progress func(off int64)) (sn *Snapsh
 			err = faultError(r)
 		}
 	}()
-	src := bytesSource{b: m.b, release: m.release, progress: progress, headers: f}
+	src := bytesSource{b: m.b, release: m.release, progress: progress, file: f}
 	sn, _, err = decodeSplit(src, splitParts(src.size()), balancedCuts)
 	return sn, err
 }
@@ -321,7 +321,7 @@ func walkStretch(src source, proto int, from, to int64, last bool, budget *pickl
 	if from > 0 {
 		start, err := w.d.Walk(func(int64) int64 { return from })
 		if err != nil {
-			w.whole = errors.Is(err, pickle.ErrNoSplit) && w.d.AtEnd() // no batch in it
+			w.whole = errors.Is(err, pickle.ErrNoSplit) && w.d.AtEnd() && w.d.Offset() == to // no batch in it
 			return w
 		}
 		w.start, w.memoized, w.strings = start, w.d.Memoized(), len(w.b.sn.strings)
@@ -332,7 +332,7 @@ func walkStretch(src source, proto int, from, to int64, last bool, budget *pickl
 		}
 	}
 	_, err := w.d.Walk(end)
-	w.whole = errors.Is(err, pickle.ErrNoSplit) && w.d.AtEnd()
+	w.whole = errors.Is(err, pickle.ErrNoSplit) && w.d.AtEnd() && w.d.Offset() == to
 	return w
 }
 
