@@ -9,6 +9,7 @@
 #   bench/run_cores.sh
 # Environment:
 #   FILE=path        time this snapshot instead of growing one
+#   RAW_SIZE=bytes   the size RSS/file and MB/s refer to, for a compressed FILE
 #   SEED=path        seed to grow (default testdata/scenarios/out/bench_source/bench_source.pickle.gz)
 #   SIZE_MB=1000     size of the grown file
 #   CORES='1 2 4 8 16'  core counts (those above the machine's are skipped)
@@ -43,7 +44,7 @@ if [ -z "${FILE:-}" ]; then
       { echo "error: grow_snapshot.py failed:"; cat "$OUT/grow.log"; exit 1; }
   fi
 fi
-SIZE=$(stat -c %s "$FILE")
+SIZE=${RAW_SIZE:-$(stat -c %s "$FILE")}
 cat "$FILE" >/dev/null # warm the page cache: these are not disk numbers
 
 # pin C: the taskset prefix for the first C cores.
