@@ -201,14 +201,25 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 	size := src.size()
 	var proto int
 	var starts []int64
+	tails := map[int64]bool{} // the stretches that start a tail, by start
 	if n >= 2 {
-		// An error reading leaves the head alone to report it.
-		proto, starts, _ = pickle.FrameStarts(src.readerAt(), size, cut(size, n))
+		// The head's part, the largest, is walked in two stretches, as
+		// large as the others: the tails wait for the slowest walker. An
+		// error reading leaves the head alone to report it.
+		cuts := cut(size, n)
+		var at []int64
+		proto, at, _ = pickle.FrameStarts(src.readerAt(), size, append([]int64{cuts[0] / 2}, cuts...))
+		for k, s := range at {
+			if len(starts) == 0 || s > starts[len(starts)-1] {
+				starts = append(starts, s)
+			}
+			tails[s] = tails[s] || k > 0
+		}
 	}
 	budget := new(pickle.SharedBudget) // all parts hold what one decoder may
 	parts := make(chan *part, len(starts))
 	first := make(chan int64, 1) // where the first tail may start
-	if len(starts) == 0 {
+	if ft := firstTail(starts, tails); ft < 0 {
 		close(parts)
 		first <- -1
 	} else {
@@ -223,12 +234,12 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 			}
 			walks[k] = make(chan stretchWalk, 1)
 			found := func(int64) {}
-			if k == 1 {
+			if k > 0 && from == ft {
 				found = func(start int64) { first <- start }
 			}
 			go func() { walks[k] <- walkStretch(src, proto, from, to, k == len(starts), budget, found) }()
 		}
-		go startTails(src, walks, parts)
+		go startTails(src, walks, tails, parts)
 	}
 
 	// The tails read src until they end, whatever happens here: src (a
@@ -282,6 +293,16 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 	return b.sn, merged, nil
 }
 
+// firstTail is the start of the first stretch that starts a tail, or -1.
+func firstTail(starts []int64, tails map[int64]bool) int64 {
+	for _, s := range starts {
+		if tails[s] {
+			return s
+		}
+	}
+	return -1
+}
+
 // stretchWalk is what the walker of one stretch found.
 type stretchWalk struct {
 	d *pickle.Decoder
@@ -292,7 +313,8 @@ type stretchWalk struct {
 	start    int64
 	memoized uint64
 	strings  int
-	whole    bool // walked to the stretch's end
+	whole    bool  // walked to the stretch's end
+	from     int64 // where the stretch starts
 }
 
 // walkStretch walks the stretch of src from from to to, telling found
@@ -300,7 +322,7 @@ type stretchWalk struct {
 // there, the others walk on to the stretch's end. Stretch 0's batches
 // start no tail: the head decodes it.
 func walkStretch(src source, proto int, from, to int64, last bool, budget *pickle.SharedBudget, found func(int64)) (w stretchWalk) {
-	w.start = -1
+	w.start, w.from = -1, from
 	told := false
 	defer func() {
 		if !told {
@@ -340,7 +362,7 @@ func walkStretch(src source, proto int, from, to int64, last bool, budget *pickl
 // was walked whole, and starts the tails of the stretches that have a
 // batch, each decoding on a goroutine of its own, sending them to parts
 // in order; it closes parts when all started.
-func startTails(src source, walks []chan stretchWalk, parts chan<- *part) {
+func startTails(src source, walks []chan stretchWalk, tails map[int64]bool, parts chan<- *part) {
 	defer close(parts)
 	ws := make([]stretchWalk, len(walks))
 	for k, c := range walks {
@@ -391,7 +413,7 @@ func startTails(src source, walks []chan stretchWalk, parts chan<- *part) {
 	var bs []*builder
 	for k := 1; k < joined; k++ {
 		w := ws[k]
-		if w.start < 0 {
+		if w.start < 0 || !tails[w.from] {
 			continue
 		}
 		b := newBuilder()

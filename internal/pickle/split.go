@@ -635,13 +635,14 @@ func (d *Decoder) Splice(t *Decoder, tr func(Value) Value, r io.Reader) error {
 }
 
 // FrameStarts returns the stream's protocol and, for each offset of at
-// (ascending), the start of the first frame at or after it, without
-// repeats: where stretches can start (Stretch). It hops from frame header
-// to frame header through r, whose first size bytes hold the stream,
-// reading 9 bytes a frame (a 1 GB snapshot has about 15,000 frames of 64
-// KiB). The hops end at a frame that no other follows (CPython writes an
-// object too big for a frame outside them): the offsets past it get no
-// start. A stream before protocol 4 has no frames, and gets none.
+// (ascending), the start of the first frame at or after it: where
+// stretches can start (Stretch). It hops from frame header to frame header
+// through r, whose first size bytes hold the stream, reading 9 bytes a
+// frame (a 1 GB snapshot has about 15,000 frames of 64 KiB). The hops end
+// at a frame that no other follows (CPython writes an object too big for a
+// frame outside them), or at the stream's end: the offsets past there get
+// no start, and the result is shorter. A stream before protocol 4 has no
+// frames, and gets none.
 func FrameStarts(r io.ReaderAt, size int64, at []int64) (int, []int64, error) {
 	var hdr [9]byte
 	if _, err := r.ReadAt(hdr[:2], 0); err != nil {
@@ -667,8 +668,8 @@ func FrameStarts(r io.ReaderAt, size int64, at []int64) (int, []int64, error) {
 			}
 			off += 9 + int64(n)
 		}
-		if off >= size || len(starts) > 0 && starts[len(starts)-1] == off {
-			continue
+		if off >= size {
+			return proto, starts, nil
 		}
 		if _, err := r.ReadAt(hdr[:1], off); err != nil || hdr[0] != opFrame {
 			return proto, starts, err
