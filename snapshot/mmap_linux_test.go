@@ -46,6 +46,23 @@ func TestReadMapped(t *testing.T) {
 		t.Errorf("%d of %d bytes let go", released.Load(), len(raw))
 	}
 
+	// In 4 parts, with the walkers reading the file ahead of the decoders
+	// and the head skipping what the tails decoded, progress counts what
+	// the decoders passed: never more than the file.
+	var most, calls atomic.Int64
+	progress := func(n int64) {
+		calls.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+	}
+	src = bytesSource{b: m.b, progress: progress, tally: new(passage), file: f}
+	if _, merged, err := decodeSplit(src, 4, balancedCuts); err != nil || merged != 3 {
+		t.Fatalf("mapped seed in 4 parts: %d tails merged, error %v", merged, err)
+	}
+	if most.Load() > int64(len(raw)) || calls.Load() < 10 {
+		t.Errorf("progress: %d calls, at most %d of %d bytes", calls.Load(), most.Load(), len(raw))
+	}
+
 	// A mapped file cut short while it is read: the reads past its new end
 	// fault, in both goroutines, and that is an error.
 	if err := os.Truncate(path, 1<<20); err != nil {

@@ -12,9 +12,10 @@ import (
 // decode (split.go) read it at once.
 type source interface {
 	size() int64
-	// decoder returns a new decoder from the start that stores in reached,
-	// if not nil, how far it has read.
-	decoder(sink pickle.Sink, reached *atomic.Int64) *pickle.Decoder
+	// decoder returns the head's decoder, from the start.
+	decoder(sink pickle.Sink) *pickle.Decoder
+	// spliced says that the head skips n bytes a tail decoded.
+	spliced(n int64)
 	// stretch returns the walker of the stretch from from to to (pickle's
 	// Stretch).
 	stretch(sink pickle.Sink, proto int, from, to int64) *pickle.Decoder
@@ -36,16 +37,15 @@ type atSource struct {
 
 func (s atSource) size() int64 { return s.n }
 
-func (s atSource) decoder(sink pickle.Sink, reached *atomic.Int64) *pickle.Decoder {
-	var r io.Reader = io.NewSectionReader(s.r, 0, s.n)
-	if reached != nil {
-		r = &countingReader{r: r, n: reached}
-	}
-	return pickle.NewDecoder(r, sink, pickle.DefaultLimits)
+func (s atSource) decoder(sink pickle.Sink) *pickle.Decoder {
+	return pickle.NewDecoder(io.NewSectionReader(s.r, 0, s.n), sink, pickle.DefaultLimits)
 }
 
+// spliced needs nothing: progress counts what is read (progressReaderAt).
+func (atSource) spliced(int64) {}
+
 func (s atSource) stretch(sink pickle.Sink, proto int, from, to int64) *pickle.Decoder {
-	d := pickle.NewDecoder(io.NewSectionReader(s.r, from, to-from), sink, pickle.DefaultLimits)
+	d := pickle.NewDecoder(io.NewSectionReader(quiet(s.r), from, to-from), sink, pickle.DefaultLimits)
 	d.Stretch(from, proto)
 	return d
 }
@@ -56,31 +56,20 @@ func (s atSource) fork(w *pickle.Decoder, sink pickle.Sink, off int64, n uint64)
 	return t
 }
 
-func (s atSource) readerAt() io.ReaderAt { return s.r }
+func (s atSource) readerAt() io.ReaderAt { return quiet(s.r) }
 
 func (s atSource) from(off int64) io.Reader { return io.NewSectionReader(s.r, off, s.n-off) }
-
-// countingReader counts the bytes read through it in n, for another
-// goroutine to see how far a decoder is.
-type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n.Add(int64(n))
-	return n, err
-}
 
 // bytesSource decodes b in place; release, if not nil, is told of each
 // range of b that a decoder has passed, in whole releaseSteps (it may drop
 // a mapping's pages),
-// and progress, if not nil, of where each decoder's window starts.
+// and progress, if not nil, of how many bytes the decoders have passed in
+// all (tally counts them).
 type bytesSource struct {
 	b        []byte
 	release  func(from, to int64)
-	progress func(off int64)
+	progress func(n int64)
+	tally    *passage
 	// file, if not nil, reads b's bytes at offsets (b mapping a file: the
 	// file), for what reads b once and ahead of the decoders: the frames'
 	// headers (a read of 9 bytes costs less than mapping the 16 pages
@@ -94,8 +83,18 @@ type bytesSource struct {
 
 func (s bytesSource) size() int64 { return int64(len(s.b)) }
 
-func (s bytesSource) decoder(sink pickle.Sink, reached *atomic.Int64) *pickle.Decoder {
-	return pickle.NewDecoderBytes(s.b, sink, pickle.DefaultLimits, s.moved(reached, 0))
+// passage is what the decoders of a bytesSource have passed, for progress:
+// decoded in all, and skipped by the head where tails decoded.
+type passage struct{ decoded, skipped atomic.Int64 }
+
+func (s bytesSource) decoder(sink pickle.Sink) *pickle.Decoder {
+	return pickle.NewDecoderBytes(s.b, sink, pickle.DefaultLimits, s.moved(0, true))
+}
+
+func (s bytesSource) spliced(n int64) {
+	if s.tally != nil {
+		s.tally.skipped.Add(n)
+	}
 }
 
 // stretch walks b[from:to], read from the file if there is one. A walker
@@ -106,15 +105,15 @@ func (s bytesSource) stretch(sink pickle.Sink, proto int, from, to int64) *pickl
 	if s.file != nil {
 		return atSource{s.file, s.size()}.stretch(sink, proto, from, to)
 	}
-	quiet := s
-	quiet.progress = nil
-	d := pickle.NewDecoderBytes(s.b[:to], sink, pickle.DefaultLimits, quiet.moved(nil, from))
+	q := s
+	q.progress = nil
+	d := pickle.NewDecoderBytes(s.b[:to], sink, pickle.DefaultLimits, q.moved(from, false))
 	d.Stretch(from, proto)
 	return d
 }
 
 func (s bytesSource) fork(w *pickle.Decoder, sink pickle.Sink, off int64, n uint64) *pickle.Decoder {
-	t := pickle.NewDecoderBytes(s.b, sink, pickle.DefaultLimits, s.moved(nil, off))
+	t := pickle.NewDecoderBytes(s.b, sink, pickle.DefaultLimits, s.moved(off, false))
 	w.Fork(t, off, n)
 	return t
 }
@@ -126,17 +125,22 @@ func (s bytesSource) readerAt() io.ReaderAt {
 	return bytes.NewReader(s.b)
 }
 
-// moved is what a decoder from offset from on tells of each window it
-// moves to: reached and progress learn where it starts, and release the
-// whole steps from the first after from to it.
-func (s bytesSource) moved(reached *atomic.Int64, from int64) func(base int64) {
+// moved is what a decoder from offset from on (the head, if head) tells
+// of each window it moves to: progress learns what the decoders have
+// passed in all, less what the head skipped, and release gets the whole
+// steps from the first after from to it.
+func (s bytesSource) moved(from int64, head bool) func(base int64) {
 	done := (from + releaseStep - 1) &^ (releaseStep - 1)
+	passed, skipped := from, int64(0)
 	return func(base int64) {
-		if reached != nil {
-			reached.Store(base)
-		}
 		if s.progress != nil {
-			s.progress(base)
+			n := base - passed
+			if head {
+				k := s.tally.skipped.Load()
+				n, skipped = n-(k-skipped), k
+			}
+			s.progress(s.tally.decoded.Add(n))
+			passed = base
 		}
 		if to := base &^ (releaseStep - 1); s.release != nil && to > done {
 			s.release(done, to)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/vramscope/vramscope/internal/pickle"
 )
@@ -121,7 +122,7 @@ func (p *part) endsAt(off int64) bool { return p.next >= 0 && off >= p.next }
 // goroutines.
 func ReadAt(r io.ReaderAt, size int64) (*Snapshot, error) {
 	magic := make([]byte, 4)
-	n, _ := r.ReadAt(magic, 0)
+	n, _ := quiet(r).ReadAt(magic, 0)
 	// With one core the tails' walk would only add work.
 	if size < splitMin || Compressed(magic[:n]) || splitParts(size) < 2 {
 		return Read(io.NewSectionReader(r, 0, size))
@@ -138,8 +139,9 @@ var errNoMapping = errors.New("the file cannot be mapped")
 // has one, in place instead of copied into buffers (on the 996 MB bench
 // file the copies cost 0.2 s of CPU time), and the pages each decoder has
 // passed are let go, so the file does not add to the resident memory.
-// progress, if not nil, is told from any goroutine how far a decoder has
-// read.
+// progress, if not nil, is told from any goroutine how many bytes the
+// decoders have read in all (the walkers, which run ahead of them, do not
+// count): several read at once, each its part; the file's size at the end.
 func ReadFile(f *os.File, size int64, progress func(off int64)) (*Snapshot, error) {
 	if size >= splitMin && splitParts(size) >= 2 {
 		if m, err := mapFile(f, size); err == nil {
@@ -152,7 +154,7 @@ func ReadFile(f *os.File, size int64, progress func(off int64)) (*Snapshot, erro
 	}
 	var r io.ReaderAt = f
 	if progress != nil {
-		r = progressReaderAt{f, progress}
+		r = progressReaderAt{f, progress, new(atomic.Int64)}
 	}
 	return ReadAt(r, size)
 }
@@ -167,8 +169,11 @@ func readMapped(m *mapping, f io.ReaderAt, progress func(off int64)) (sn *Snapsh
 			err = faultError(r)
 		}
 	}()
-	src := bytesSource{b: m.b, release: m.release, progress: progress, file: f}
+	src := bytesSource{b: m.b, release: m.release, progress: progress, tally: new(passage), file: f}
 	sn, _, err = decodeSplit(src, splitParts(src.size()), balancedCuts)
+	if err == nil && progress != nil {
+		progress(src.size())
+	}
 	return sn, err
 }
 
@@ -181,16 +186,27 @@ func faultError(r any) error {
 	panic(r)
 }
 
-// progressReaderAt tells progress where each read ends.
+// progressReaderAt tells progress how many bytes were read through it in
+// all: the decoders of a split file read their parts at once.
 type progressReaderAt struct {
 	r        io.ReaderAt
-	progress func(off int64)
+	progress func(n int64)
+	read     *atomic.Int64
 }
 
 func (p progressReaderAt) ReadAt(b []byte, off int64) (int, error) {
 	n, err := p.r.ReadAt(b, off)
-	p.progress(off + int64(n))
+	p.progress(p.read.Add(int64(n)))
 	return n, err
+}
+
+// quiet is r without the progress reports: for what reads ahead of the
+// decoders.
+func quiet(r io.ReaderAt) io.ReaderAt {
+	if p, ok := r.(progressReaderAt); ok {
+		return p.r
+	}
+	return r
 }
 
 // decodeSplit decodes the raw pickle src in up to n parts, stretch k
@@ -254,7 +270,7 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 		}
 	}()
 	b := newBuilder()
-	dec := src.decoder(b, nil)
+	dec := src.decoder(b)
 	dec.ShareBudget(budget)
 	// While the walkers walk, the head decodes up to where the first tail
 	// may start.
@@ -277,6 +293,7 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 			if err := dec.Splice(t.d, m.value, src.from(t.end)); err != nil {
 				return nil, 0, fmt.Errorf("decoding snapshot: %w", err)
 			}
+			src.spliced(t.end - p.start)
 			merged++
 		} else if t.d != nil {
 			t.d.LeaveBudget()
