@@ -356,9 +356,8 @@ func walkStretch(src source, proto int, from, to int64, last bool, budget *pickl
 	w.b = newBuilder()
 	w.d = src.stretch(w.b, proto, from, to)
 	w.d.ShareBudget(budget)
-	end := func(int64) int64 { return math.MaxInt64 }
 	if from > 0 {
-		start, err := w.d.Walk(func(int64) int64 { return from })
+		start, err := w.d.Walk(from)
 		if err != nil {
 			w.whole = errors.Is(err, pickle.ErrNoSplit) && w.d.AtEnd() && w.d.Offset() == to // no batch in it
 			return w
@@ -370,7 +369,7 @@ func walkStretch(src source, proto int, from, to int64, last bool, budget *pickl
 			return w
 		}
 	}
-	_, err := w.d.Walk(end)
+	_, err := w.d.Walk(math.MaxInt64)
 	w.whole = errors.Is(err, pickle.ErrNoSplit) && w.d.AtEnd() && w.d.Offset() == to
 	return w
 }

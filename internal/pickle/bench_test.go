@@ -62,7 +62,7 @@ func BenchmarkWalk(b *testing.B) {
 	}
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
-		if _, err := NewDecoder(bytes.NewReader(raw), nopSink{}, DefaultLimits).Walk(at(math.MaxInt64)); !errors.Is(err, ErrNoSplit) {
+		if _, err := NewDecoder(bytes.NewReader(raw), nopSink{}, DefaultLimits).Walk(math.MaxInt64); !errors.Is(err, ErrNoSplit) {
 			b.Fatalf("walk ended with %v, want ErrNoSplit at the end", err)
 		}
 	}

@@ -54,19 +54,13 @@ type tail struct {
 	ends func(off int64) bool
 }
 
-// SplitPoint tells a walk where to stop: given the offset it has walked to,
-// the offset from which on the first batch of appends starts the tail. The
-// walk asks again after every refill of its buffer, so the answer may
-// change as it learns how fast the head goes.
-type SplitPoint func(walked int64) int64
-
 // Walk walks the stream of d, a decoder that only walks, from where it
 // stopped (the start, the first time) to the next batch of appends that
-// starts at or after the offset from says, and returns that batch's
+// starts at or after offset from, and returns that batch's
 // offset; Fork then starts a tail there. Strings and numbers the walk
 // memoizes go to d's sink; nothing else is built. At the end of the
 // stream it returns ErrNoSplit, and AtEnd is then true.
-func (d *Decoder) Walk(from SplitPoint) (int64, error) {
+func (d *Decoder) Walk(from int64) (int64, error) {
 	if d.walk == nil {
 		if d.Offset() != 0 || d.part != nil {
 			return 0, errors.New("a walk must start a new decoder")
@@ -179,8 +173,8 @@ func (d *Decoder) Fork(t *Decoder, off int64, n uint64) {
 // TailStart is the offset where the tail starts: the head decodes up to it.
 func (d *Decoder) TailStart() int64 { return d.part.start }
 
-// scan walks opcodes until a MARK at or after point's offset, and after
-// the MARK it last stopped at, that directly follows
+// scan walks opcodes until a MARK at or after offset from, and after the
+// MARK it last stopped at, that directly follows
 // an APPENDS: the list that APPENDS filled is then on top of the stack,
 // between two batches (the tail's own decoding and the caller's merge
 // check the rest). On the way it keeps the memo: the pickler memoizes an
@@ -188,24 +182,20 @@ func (d *Decoder) TailStart() int64 { return d.part.start }
 // previous opcode pushed, a copy of what a memo read pushed, or else a
 // KindForeign placeholder. It builds nothing and tracks no stack, which
 // makes it several times cheaper per opcode than decoding.
-func (d *Decoder) scan(point SplitPoint) (int64, error) {
+func (d *Decoder) scan(from int64) (int64, error) {
 	w := d.walk
 	w.done = false
-	floor := w.last + 1
+	from = max(from, w.last+1)
 	defer func() {
 		if w.done {
 			w.last = d.Offset()
 		}
 	}()
-	from, asked := max(point(d.Offset()), floor), d.base
 	for {
 		if d.end-d.pos < 16 && !d.eof {
 			if err := d.fill(len(d.buf)); err != nil {
 				return 0, err
 			}
-		}
-		if d.base != asked {
-			from, asked = max(point(d.Offset()), floor), d.base
 		}
 		if d.pos == d.end {
 			return 0, ErrNoSplit

@@ -55,15 +55,12 @@ func TestDecodeTo(t *testing.T) {
 	}
 }
 
-// at is the SplitPoint that is always off.
-func at(off int64) SplitPoint { return func(int64) int64 { return off } }
-
 // forkAt walks raw from its start to the first batch at or after off and
 // returns the tail that starts there, building with s.
 func forkAt(t *testing.T, raw []byte, off int64, s Sink) *Decoder {
 	t.Helper()
 	w := NewDecoder(bytes.NewReader(raw), newTreeSink(), DefaultLimits)
-	start, err := w.Walk(at(off))
+	start, err := w.Walk(off)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +99,7 @@ func TestTail(t *testing.T) {
 		if name == "protocol 0" {
 			from = 0
 		}
-		if _, err := NewDecoder(bytes.NewReader(raw), newTreeSink(), DefaultLimits).Walk(at(from)); !errors.Is(err, ErrNoSplit) {
+		if _, err := NewDecoder(bytes.NewReader(raw), newTreeSink(), DefaultLimits).Walk(from); !errors.Is(err, ErrNoSplit) {
 			t.Errorf("%s: Walk gave %v, want ErrNoSplit", name, err)
 		}
 	}
@@ -118,7 +115,7 @@ func TestWalkForks(t *testing.T) {
 	var tails []*Decoder
 	var sinks []*treeSink
 	for _, from := range []int64{marks[1], marks[1], marks[3]} {
-		start, err := walker.Walk(at(from))
+		start, err := walker.Walk(from)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,10 +128,10 @@ func TestWalkForks(t *testing.T) {
 	if want := []int64{marks[1], marks[2], marks[3]}; !reflect.DeepEqual(starts, want) {
 		t.Fatalf("the walk stopped at %v, want %v (never twice at one batch)", starts, want)
 	}
-	if next, err := walker.Walk(at(0)); next != marks[4] || err != nil {
+	if next, err := walker.Walk(0); next != marks[4] || err != nil {
 		t.Errorf("the walk went on to %d (%v), want the last batch at %d", next, err, marks[4])
 	}
-	if _, err := walker.Walk(at(0)); !errors.Is(err, ErrNoSplit) {
+	if _, err := walker.Walk(0); !errors.Is(err, ErrNoSplit) {
 		t.Errorf("walking past the last batch: %v, want ErrNoSplit", err)
 	}
 	for k, d := range tails {
@@ -278,7 +275,7 @@ func TestStretchesJoin(t *testing.T) {
 
 	ref := newTreeSink()
 	whole := NewDecoder(bytes.NewReader(raw), ref, DefaultLimits)
-	if _, err := whole.Walk(at(math.MaxInt64)); !errors.Is(err, ErrNoSplit) || !whole.AtEnd() {
+	if _, err := whole.Walk(math.MaxInt64); !errors.Is(err, ErrNoSplit) || !whole.AtEnd() {
 		t.Fatalf("walking the whole stream: %v", err)
 	}
 
@@ -295,12 +292,12 @@ func TestStretchesJoin(t *testing.T) {
 		d.Stretch(from, proto)
 		batch := int64(-1)
 		if from > 0 { // the head decodes the first stretch: no tail starts there
-			if batch, err = d.Walk(at(from)); err != nil && !d.AtEnd() {
+			if batch, err = d.Walk(from); err != nil && !d.AtEnd() {
 				t.Fatalf("stretch %d: %v", k, err)
 			}
 		}
 		firstBatch, atBatch = append(firstBatch, batch), append(atBatch, d.Memoized())
-		if _, err := d.Walk(at(math.MaxInt64)); !d.AtEnd() {
+		if _, err := d.Walk(math.MaxInt64); !d.AtEnd() {
 			t.Fatalf("stretch %d: walked to %d of %d: %v", k, d.Offset(), to, err)
 		}
 		walkers = append(walkers, d)
@@ -352,7 +349,7 @@ func TestStretchesJoin(t *testing.T) {
 	}
 	headSink := newTreeSink()
 	head := NewDecoder(bytes.NewReader(raw), headSink, DefaultLimits)
-	if _, err := head.Walk(at(firstBatch[1])); err != nil {
+	if _, err := head.Walk(firstBatch[1]); err != nil {
 		t.Fatal(err)
 	}
 	if first[1]+atBatch[1] != head.Memoized() {
@@ -374,7 +371,7 @@ func TestStretchRefuses(t *testing.T) {
 	} {
 		d := NewDecoder(bytes.NewReader(b), newTreeSink(), DefaultLimits)
 		d.Stretch(100, 4)
-		if _, err := d.Walk(at(math.MaxInt64)); !errors.Is(err, ErrNoSplit) || d.AtEnd() {
+		if _, err := d.Walk(math.MaxInt64); !errors.Is(err, ErrNoSplit) || d.AtEnd() {
 			t.Errorf("%s: %v at %d, want ErrNoSplit before the end", name, err, d.Offset())
 		}
 	}
