@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/vramscope/vramscope/allocsim"
+	"github.com/vramscope/vramscope/internal/parallel"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -100,6 +101,11 @@ func peaksWithout(tl *replay.Timeline, sets ...[]replay.Allocation) []replay.Pea
 	return peaks
 }
 
+// rangeLen is the fewest allocations or events a range of a pass split
+// across cores holds: a trace of a few thousand events is one range. A
+// variable for tests to split small traces.
+var rangeLen = 1 << 16
+
 // maxLineTries bounds the transient callsites at the peak that are tried
 // for Line, largest first; each try is a pass over the trace.
 const maxLineTries = 3
@@ -107,6 +113,8 @@ const maxLineTries = 3
 // bestLine returns the transient callsite among the largest at the peak
 // whose blocks, all removed from the trace, lower the peak most; nil if
 // none lowers it. Places are matched by key, as placer.group made them.
+// The blocks are found in ranges of the allocations on every core, each
+// with a placer of its own, and joined in range order.
 func bestLine(pl *placer, peak int64, groups []SiteGroup) *TransientLine {
 	groups = groups[:min(len(groups), maxLineTries)]
 	want := map[string]int{}
@@ -114,14 +122,29 @@ func bestLine(pl *placer, peak int64, groups []SiteGroup) *TransientLine {
 		want[g.Key()] = i
 	}
 	tl := pl.tl
-	blocks := make([][]replay.Allocation, len(groups))
-	for k := range tl.NumAllocations() {
-		a := tl.Allocation(k)
-		if a.Start == replay.BeforeRecording || a.Free == replay.LiveAtEnd {
-			continue
+	bounds := parallel.Ranges(tl.NumAllocations(), rangeLen)
+	parts := make([][][]replay.Allocation, len(bounds)-1)
+	parallel.Do(bounds, func(part, lo, hi int) {
+		pl := pl
+		if part > 0 {
+			pl = newPlacer(pl.sn, tl, pl.f)
 		}
-		if i, ok := want[pl.allocKeys(k).key]; ok {
-			blocks[i] = append(blocks[i], a)
+		blocks := make([][]replay.Allocation, len(groups))
+		for k := lo; k < hi; k++ {
+			if start, free, _ := tl.Lifetime(k); start == replay.BeforeRecording || free == replay.LiveAtEnd {
+				continue
+			}
+			a := tl.Allocation(k)
+			if i, ok := want[pl.allocKeys(&a).key]; ok {
+				blocks[i] = append(blocks[i], a)
+			}
+		}
+		parts[part] = blocks
+	})
+	blocks := make([][]replay.Allocation, len(groups))
+	for _, p := range parts {
+		for i := range blocks {
+			blocks[i] = append(blocks[i], p[i]...)
 		}
 	}
 	var best *TransientLine
