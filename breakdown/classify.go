@@ -2,6 +2,7 @@ package breakdown
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -70,11 +71,14 @@ func (b *Breakdown) Label(k int) Label { return b.labels[b.of[k]] }
 // built-in ones in display order, then the user's in rule order.
 func (b *Breakdown) Categories() []Category { return b.categories }
 
-// classifier is one Classify call's state: what every range of the
-// passes over events and allocations reads, written before they run.
-type classifier struct {
+// Events is what Classify reads of one device's trace events alone,
+// without the replay: each event's phase, the allocations inside a module
+// forward, the sizes of the blocks stage A calls parameters and
+// workspaces. analyze reads it beside the replay. It is read-only once
+// made, but for memos that take concurrent use.
+type Events struct {
 	sn      *snapshot.Snapshot
-	tl      *replay.Timeline
+	device  int
 	tr      snapshot.Trace
 	opts    Options
 	stacks  []atomic.Pointer[stackInfo] // by StackID, read on first use
@@ -85,19 +89,29 @@ type classifier struct {
 	phases []phase
 	// forwards are the allocations inside a module forward, ascending.
 	forwards []int
-	// paramSizes are the requested sizes of parameter-like blocks: what a
-	// gradient's size must equal.
-	paramSizes map[uint64]bool
+	// tracedParams are the requested sizes of the traced blocks that
+	// stage A calls parameters.
+	tracedParams map[uint64]bool
 	// workspaceSizes are the sizes of blocks stage A saw as cuBLAS
 	// workspaces, with the defaults (32 MiB + 4 MiB is CUBLAS_WORKSPACE_CONFIG's
 	// :4096:8 on Hopper; 1 MiB cuBLASLt's) for traces without C++ frames.
 	workspaceSizes map[uint64]bool
+	classMu        sync.Mutex
+	classes        map[snapshot.Frame]string
+}
+
+// classifier is one Classify call's state: what every range of the pass
+// over the allocations reads, written before it runs.
+type classifier struct {
+	*Events
+	tl *replay.Timeline
+	// paramSizes are the requested sizes of parameter-like blocks: what a
+	// gradient's size must equal.
+	paramSizes map[uint64]bool
 	// workspaces are the allocations that rules A and B could make a
 	// workspace and that are the first kept block of their stack and a
 	// workspace size.
 	workspaces map[int]bool
-	classMu    sync.Mutex
-	classes    map[snapshot.Frame]string
 }
 
 // rangeLen is the fewest events or allocations a range of Classify's
@@ -105,32 +119,46 @@ type classifier struct {
 // for tests to split small traces.
 var rangeLen = 1 << 16
 
-// Classify labels every block of tl. Its passes over the events and the
-// allocations run in ranges on every core; each range interns its own
-// labels in the order it meets them, and the ranges' labels are merged in
-// range order, so the labels and their order are one core's.
+// Classify labels every block of tl: ReadEvents, then Events.Classify.
 func Classify(sn *snapshot.Snapshot, tl *replay.Timeline, opts Options) *Breakdown {
+	return ReadEvents(sn, tl.Device, tl.Trace, opts).Classify(tl)
+}
+
+// ReadEvents reads device's trace tr (sn.Traces[device]) for Classify.
+// Its pass over the events runs in ranges on every core.
+func ReadEvents(sn *snapshot.Snapshot, device int, tr snapshot.Trace, opts Options) *Events {
 	if opts.Filter == nil {
 		opts.Filter, _ = callsite.NewFilter("", "")
 	}
-	c := &classifier{
-		sn: sn, tl: tl, tr: tl.Trace, opts: opts,
+	ev := &Events{
+		sn: sn, device: device, tr: tr, opts: opts,
 		stacks:         make([]atomic.Pointer[stackInfo], sn.NumStacks()),
-		paramSizes:     map[uint64]bool{},
+		tracedParams:   map[uint64]bool{},
 		workspaceSizes: map[uint64]bool{32 << 20: true, 32<<20 + 4<<20: true, 1 << 20: true},
-		workspaces:     map[int]bool{},
 		classes:        map[snapshot.Frame]string{},
 	}
-	c.windows = diagnose.AnnotationWindows(sn.Annotations, tl.Device, tl.Trace)
-	for _, w := range c.windows {
+	ev.windows = diagnose.AnnotationWindows(sn.Annotations, device, tr)
+	for _, w := range ev.windows {
 		switch {
 		case strings.HasPrefix(w.Name, "Optimizer.step#"):
-			c.optim = append(c.optim, w)
+			ev.optim = append(ev.optim, w)
 		case strings.HasPrefix(w.Name, "Optimizer.zero_grad#"):
-			c.zero = append(c.zero, w)
+			ev.zero = append(ev.zero, w)
 		}
 	}
-	c.scanEvents()
+	ev.scan()
+	return ev
+}
+
+// Classify labels every block of tl, the replay of ev's trace. Its pass
+// over the allocations runs in ranges on every core; each range interns
+// its own labels in the order it meets them, and the ranges' labels are
+// merged in range order, so the labels and their order are one core's.
+func (ev *Events) Classify(tl *replay.Timeline) *Breakdown {
+	if tl.Device != ev.device || tl.Trace != ev.tr {
+		ev = ReadEvents(ev.sn, tl.Device, tl.Trace, ev.opts)
+	}
+	c := &classifier{Events: ev, tl: tl, paramSizes: maps.Clone(ev.tracedParams), workspaces: map[int]bool{}}
 	n := tl.NumAllocations()
 	// Allocations live before the trace come first; their sizes are
 	// parameter-like.
@@ -144,7 +172,7 @@ func Classify(sn *snapshot.Snapshot, tl *replay.Timeline, opts Options) *Breakdo
 	}
 	c.findWorkspaces()
 
-	b := &Breakdown{Device: tl.Device, sn: sn, tl: tl, filter: opts.Filter, scan: diagnose.NewBackwardScan(sn, tl.Trace, opts.Filter), of: make([]uint32, n), sites: map[snapshot.StackID]string{}}
+	b := &Breakdown{Device: tl.Device, sn: ev.sn, tl: tl, filter: ev.opts.Filter, scan: diagnose.NewBackwardScan(ev.sn, tl.Trace, ev.opts.Filter), of: make([]uint32, n), sites: map[snapshot.StackID]string{}}
 	bounds := parallel.Ranges(n, rangeLen)
 	parts := make([]labeller, len(bounds)-1)
 	parallel.Do(bounds, func(p, lo, hi int) {
@@ -185,7 +213,7 @@ func Classify(sn *snapshot.Snapshot, tl *replay.Timeline, opts Options) *Breakdo
 		}
 	}
 	b.categories = Categories()
-	for _, r := range opts.Rules {
+	for _, r := range ev.opts.Rules {
 		if user[r.Category] {
 			b.categories = append(b.categories, r.Category)
 			delete(user, r.Category)
@@ -196,33 +224,33 @@ func Classify(sn *snapshot.Snapshot, tl *replay.Timeline, opts Options) *Breakdo
 
 // info is stack id's stackInfo, memoized. Ranges running at once may read
 // a stack twice; they store equal infos.
-func (c *classifier) info(id snapshot.StackID) *stackInfo {
-	si := c.stacks[id].Load()
+func (ev *Events) info(id snapshot.StackID) *stackInfo {
+	si := ev.stacks[id].Load()
 	if si == nil {
-		s := readStack(c.sn, id)
+		s := readStack(ev.sn, id)
 		si = &s
-		c.stacks[id].Store(si)
+		ev.stacks[id].Store(si)
 	}
 	return si
 }
 
-// scanEvents fills c.phases, c.forwards and the sizes of the stacks that
-// stage A calls parameters and workspaces, in ranges of the events.
-func (c *classifier) scanEvents() {
+// scan fills ev.phases, ev.forwards and the sizes of the stacks that stage
+// A calls parameters and workspaces, in ranges of the events.
+func (ev *Events) scan() {
 	type part struct {
 		forwards               []int
 		paramSizes, workspaces []uint64
 	}
-	c.phases = make([]phase, c.tr.Len())
-	bounds := parallel.Ranges(c.tr.Len(), rangeLen)
+	ev.phases = make([]phase, ev.tr.Len())
+	bounds := parallel.Ranges(ev.tr.Len(), rangeLen)
 	parts := make([]part, len(bounds)-1)
 	parallel.Do(bounds, func(p, lo, hi int) {
 		out := &parts[p]
-		scan := diagnose.NewBackwardScan(c.sn, c.tr, c.opts.Filter)
-		optim, zero := windowCursor{ws: c.optim}, windowCursor{ws: c.zero}
+		scan := diagnose.NewBackwardScan(ev.sn, ev.tr, ev.opts.Filter)
+		optim, zero := windowCursor{ws: ev.optim}, windowCursor{ws: ev.zero}
 		for i := lo; i < hi; i++ {
-			e := c.tr.At(i)
-			si := c.info(e.Stack)
+			e := ev.tr.At(i)
+			si := ev.info(e.Stack)
 			p := si.phase
 			if p == phaseNone || p == phaseTop {
 				switch {
@@ -235,7 +263,7 @@ func (c *classifier) scanEvents() {
 			if p == phaseNone && scan.During(i) != nil {
 				p = phaseBackward
 			}
-			c.phases[i] = p
+			ev.phases[i] = p
 			if e.Action != snapshot.ActionAlloc {
 				continue
 			}
@@ -253,12 +281,12 @@ func (c *classifier) scanEvents() {
 		}
 	})
 	for _, p := range parts {
-		c.forwards = append(c.forwards, p.forwards...)
+		ev.forwards = append(ev.forwards, p.forwards...)
 		for _, s := range p.paramSizes {
-			c.paramSizes[s] = true
+			ev.tracedParams[s] = true
 		}
 		for _, s := range p.workspaces {
-			c.workspaceSizes[s] = true
+			ev.workspaceSizes[s] = true
 		}
 	}
 }
@@ -266,11 +294,11 @@ func (c *classifier) scanEvents() {
 // phaseAt is where event i happened: its stack's phase, an annotation
 // window's where the stack says nothing more, or, for an event without
 // Python frames, inside the backward() call around it.
-func (c *classifier) phaseAt(i int) phase {
-	if i < 0 || i >= len(c.phases) {
+func (ev *Events) phaseAt(i int) phase {
+	if i < 0 || i >= len(ev.phases) {
 		return phaseNone
 	}
-	return c.phases[i]
+	return ev.phases[i]
 }
 
 // windowCursor answers inWindow for ascending events.
