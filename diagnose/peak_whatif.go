@@ -2,7 +2,9 @@ package diagnose
 
 import (
 	"cmp"
+	"math"
 	"slices"
+	"sort"
 
 	"github.com/vramscope/vramscope/allocsim"
 	"github.com/vramscope/vramscope/internal/parallel"
@@ -63,7 +65,9 @@ func peakAfter(tl *replay.Timeline, m replay.Metric, e int) replay.Peak {
 // that set removed from the series. The series changes only where a
 // removed block is allocated or freed, so the changes are sorted and swept
 // along the events, all sets in one pass: a trace has millions of events,
-// a line of code a few blocks.
+// a line of code a few blocks. The pass runs in ranges of the events on
+// every core; each range starts from the changes before it, and the
+// ranges' peaks are joined in order, the first of equal ones kept.
 func peaksWithout(tl *replay.Timeline, sets ...[]replay.Allocation) []replay.Peak {
 	type change struct {
 		at, set int // the first event index it applies to, and its set
@@ -85,16 +89,35 @@ func peaksWithout(tl *replay.Timeline, sets ...[]replay.Allocation) []replay.Pea
 		peaks[s] = replay.Peak{Index: replay.BeforeRecording, Bytes: initial}
 	}
 	slices.SortFunc(changes, func(a, b change) int { return cmp.Compare(a.at, b.at) })
-	off := make([]int64, len(sets))
-	next := 0
-	for i := range tl.Len() {
-		for ; next < len(changes) && changes[next].at == i; next++ {
-			off[changes[next].set] += changes[next].delta
+	bounds := parallel.Ranges(tl.Len(), rangeLen)
+	parts := make([][]replay.Peak, len(bounds)-1)
+	parallel.Do(bounds, func(part, lo, hi int) {
+		off := make([]int64, len(sets))
+		next := sort.Search(len(changes), func(k int) bool { return changes[k].at >= lo })
+		for _, c := range changes[:next] {
+			off[c.set] += c.delta
 		}
-		v := tl.Value(replay.Allocated, i)
-		for s := range peaks {
-			if v+off[s] > peaks[s].Bytes {
-				peaks[s] = replay.Peak{Index: i, TimeUS: tl.Trace.At(i).TimeUS, Bytes: v + off[s]}
+		local := make([]replay.Peak, len(sets))
+		for s := range local {
+			local[s].Bytes = math.MinInt64
+		}
+		for i := lo; i < hi; i++ {
+			for ; next < len(changes) && changes[next].at == i; next++ {
+				off[changes[next].set] += changes[next].delta
+			}
+			v := tl.Value(replay.Allocated, i)
+			for s := range local {
+				if v+off[s] > local[s].Bytes {
+					local[s] = replay.Peak{Index: i, TimeUS: tl.Trace.At(i).TimeUS, Bytes: v + off[s]}
+				}
+			}
+		}
+		parts[part] = local
+	})
+	for _, local := range parts {
+		for s, p := range local {
+			if p.Bytes > peaks[s].Bytes {
+				peaks[s] = p
 			}
 		}
 	}
