@@ -9,9 +9,9 @@ import (
 // run is step 3: one forward pass over the events, on two goroutines that
 // each do about half of the work. The placer (place) keeps the allocator's
 // layout: which block each alloc takes, of what size and in which pool,
-// and which allocation each free ends. The accountant (account, on this
-// goroutine) builds the allocation records and the usage series from what
-// the placer found, a batch of events behind it. Per event each does a few
+// and which allocation each free ends, and writes each alloc's record. The
+// accountant (account, on this goroutine) ends the records and builds the
+// usage series from what the placer found, a batch of events behind it. Per event each does a few
 // map operations or record updates; neither allocates per event. On the
 // 996 MB bench file (11.4 M events) the pass took 0.65 s on one core.
 func (r *replayer) run() {
