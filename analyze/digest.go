@@ -93,7 +93,9 @@ func (a *Analyzer) digestSnapshot(in inputs.Input, sn *snapshot.Snapshot) *diges
 		if tr.Len() == 0 {
 			continue
 		}
-		wg.Go(func() { events[n] = breakdown.ReadEvents(sn, n, tr, breakdown.Options{Filter: a.filter, Rules: a.opts.Rules}) })
+		wg.Go(func() {
+			events[n] = breakdown.ReadEvents(sn, n, tr, breakdown.Options{Filter: a.filter, Rules: a.opts.Rules})
+		})
 		d.endUS = max(d.endUS, tr.At(tr.Len()-1).TimeUS)
 		dev(n).attributeChunks(tr, res)
 		steps[n] = diagnose.TraceSteps(sn, n, tr, a.filter)
