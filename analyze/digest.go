@@ -86,11 +86,16 @@ func (a *Analyzer) digestSnapshot(in inputs.Input, sn *snapshot.Snapshot) *diges
 		dd := dev(seg.Device)
 		dd.addSegment(sn, seg, res)
 	}
+	// What the breakdown reads of the events alone is read meanwhile too.
 	steps := map[int]diagnose.Steps{}
+	events := make([]*breakdown.Events, len(sn.Traces))
 	for n, tr := range sn.Traces {
 		if tr.Len() == 0 {
 			continue
 		}
+		wg.Go(func() {
+			events[n] = breakdown.ReadEvents(sn, n, tr, breakdown.Options{Filter: a.filter, Rules: a.opts.Rules})
+		})
 		d.endUS = max(d.endUS, tr.At(tr.Len()-1).TimeUS)
 		dev(n).attributeChunks(tr, res)
 		steps[n] = diagnose.TraceSteps(sn, n, tr, a.filter)
@@ -113,7 +118,7 @@ func (a *Analyzer) digestSnapshot(in inputs.Input, sn *snapshot.Snapshot) *diges
 		dd.peakAllocated = tl.Peak(replay.Allocated).Bytes
 		dd.peakReserved = tl.Peak(replay.Reserved).Bytes
 	}
-	findings, made, notes := a.traceFindings(sn, tls, steps)
+	findings, made, notes := a.traceFindings(sn, tls, steps, events)
 	d.findings, d.made = findings, made
 	d.notes = append(d.notes, notes...)
 

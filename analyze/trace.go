@@ -14,8 +14,10 @@ import (
 
 // traceFindings runs the single-trace analyses of package diagnose (peak,
 // fragmentation, OOM, and leaks between the steps inside the trace) on
-// every device of one snapshot; steps holds each traced device's steps.
-func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline, steps map[int]diagnose.Steps) ([]diagnose.Finding, []breakdown.Report, []string) {
+// every device of one snapshot; steps holds each traced device's steps,
+// events what the breakdown read of its trace (by device: every device
+// with events has been read).
+func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline, steps map[int]diagnose.Steps, events []*breakdown.Events) ([]diagnose.Finding, []breakdown.Report, []string) {
 	out := []diagnose.Finding{}
 	var reports []breakdown.Report
 	var notes []string
@@ -33,9 +35,7 @@ func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline, 
 		var made breakdown.Report
 		var wg sync.WaitGroup
 		wg.Go(func() { leaks = diagnose.Leak(sn, tl, steps[tl.Device], a.filter).Findings() })
-		wg.Go(func() {
-			made = breakdown.Classify(sn, tl, breakdown.Options{Filter: a.filter, Rules: a.opts.Rules}).Report(steps[tl.Device])
-		})
+		wg.Go(func() { made = events[tl.Device].Classify(tl).Report(steps[tl.Device]) })
 		r, err := diagnose.Explain(sn, tl, a.filter)
 		wg.Wait()
 		if err != nil {

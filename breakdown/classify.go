@@ -2,11 +2,15 @@ package breakdown
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/parallel"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -67,92 +71,149 @@ func (b *Breakdown) Label(k int) Label { return b.labels[b.of[k]] }
 // built-in ones in display order, then the user's in rule order.
 func (b *Breakdown) Categories() []Category { return b.categories }
 
-// classifier is one Classify call's state.
-type classifier struct {
+// Events is what Classify reads of one device's trace events alone,
+// without the replay: each event's phase, the allocations inside a module
+// forward, the sizes of the blocks stage A calls parameters and
+// workspaces. analyze reads it beside the replay. It is read-only once
+// made, but for memos that take concurrent use.
+type Events struct {
 	sn      *snapshot.Snapshot
-	tl      *replay.Timeline
+	device  int
 	tr      snapshot.Trace
 	opts    Options
-	scan    *diagnose.BackwardScan
-	stacks  []*stackInfo      // by StackID, read on first use
-	optim   []diagnose.Window // Optimizer.step#* ranges, by start
-	zero    []diagnose.Window // Optimizer.zero_grad#* ranges
-	windows []diagnose.Window // all ranges, for user rules
+	stacks  []atomic.Pointer[stackInfo] // by StackID, read on first use
+	optim   []diagnose.Window           // Optimizer.step#* ranges, by start
+	zero    []diagnose.Window           // Optimizer.zero_grad#* ranges
+	windows []diagnose.Window           // all ranges, for user rules
+	// phases holds each event's phaseAt.
+	phases []phase
 	// forwards are the allocations inside a module forward, ascending.
 	forwards []int
-	// paramSizes are the requested sizes of parameter-like blocks: what a
-	// gradient's size must equal.
-	paramSizes map[uint64]bool
+	// tracedParams are the requested sizes of the traced blocks that
+	// stage A calls parameters.
+	tracedParams map[uint64]bool
 	// workspaceSizes are the sizes of blocks stage A saw as cuBLAS
 	// workspaces, with the defaults (32 MiB + 4 MiB is CUBLAS_WORKSPACE_CONFIG's
 	// :4096:8 on Hopper; 1 MiB cuBLASLt's) for traces without C++ frames.
 	workspaceSizes map[uint64]bool
-	workspaceSeen  map[workspaceKey]bool
+	classMu        sync.Mutex
 	classes        map[snapshot.Frame]string
-	decided        map[facts]uint32 // label index by facts
 }
 
-// Classify labels every block of tl.
+// classifier is one Classify call's state: what every range of the pass
+// over the allocations reads, written before it runs.
+type classifier struct {
+	*Events
+	tl *replay.Timeline
+	// paramSizes are the requested sizes of parameter-like blocks: what a
+	// gradient's size must equal.
+	paramSizes map[uint64]bool
+	// workspaces are the allocations that rules A and B could make a
+	// workspace and that are the first kept block of their stack and a
+	// workspace size.
+	workspaces map[int]bool
+}
+
+// rangeLen is the fewest events or allocations a range of Classify's
+// passes holds: a trace of a few thousand events is one range. A variable
+// for tests to split small traces.
+var rangeLen = 1 << 16
+
+// Classify labels every block of tl: ReadEvents, then Events.Classify.
 func Classify(sn *snapshot.Snapshot, tl *replay.Timeline, opts Options) *Breakdown {
+	return ReadEvents(sn, tl.Device, tl.Trace, opts).Classify(tl)
+}
+
+// ReadEvents reads device's trace tr (sn.Traces[device]) for Classify.
+// Its pass over the events runs in ranges on every core.
+func ReadEvents(sn *snapshot.Snapshot, device int, tr snapshot.Trace, opts Options) *Events {
 	if opts.Filter == nil {
 		opts.Filter, _ = callsite.NewFilter("", "")
 	}
-	c := &classifier{
-		sn: sn, tl: tl, tr: tl.Trace, opts: opts,
-		scan:           diagnose.NewBackwardScan(sn, tl.Trace, opts.Filter),
-		stacks:         make([]*stackInfo, sn.NumStacks()),
-		paramSizes:     map[uint64]bool{},
+	ev := &Events{
+		sn: sn, device: device, tr: tr, opts: opts,
+		stacks:         make([]atomic.Pointer[stackInfo], sn.NumStacks()),
+		tracedParams:   map[uint64]bool{},
 		workspaceSizes: map[uint64]bool{32 << 20: true, 32<<20 + 4<<20: true, 1 << 20: true},
-		workspaceSeen:  map[workspaceKey]bool{},
 		classes:        map[snapshot.Frame]string{},
-		decided:        map[facts]uint32{},
 	}
-	c.windows = diagnose.AnnotationWindows(sn.Annotations, tl.Device, tl.Trace)
-	for _, w := range c.windows {
+	ev.windows = diagnose.AnnotationWindows(sn.Annotations, device, tr)
+	for _, w := range ev.windows {
 		switch {
 		case strings.HasPrefix(w.Name, "Optimizer.step#"):
-			c.optim = append(c.optim, w)
+			ev.optim = append(ev.optim, w)
 		case strings.HasPrefix(w.Name, "Optimizer.zero_grad#"):
-			c.zero = append(c.zero, w)
+			ev.zero = append(ev.zero, w)
 		}
 	}
-	for i, e := range c.tr.All() {
-		if e.Action == snapshot.ActionAlloc && c.info(e.Stack).phase == phaseForward {
-			c.forwards = append(c.forwards, i)
-		}
+	ev.scan()
+	return ev
+}
+
+// Classify labels every block of tl, the replay of ev's trace. Its pass
+// over the allocations runs in ranges on every core; each range interns
+// its own labels in the order it meets them, and the ranges' labels are
+// merged in range order, so the labels and their order are one core's.
+func (ev *Events) Classify(tl *replay.Timeline) *Breakdown {
+	if tl.Device != ev.device || tl.Trace != ev.tr {
+		ev = ReadEvents(ev.sn, tl.Device, tl.Trace, ev.opts)
 	}
-	// Allocations are rebuilt from compact records on each call: two
-	// passes cost less than holding them all (64 bytes each, millions).
+	c := &classifier{Events: ev, tl: tl, paramSizes: maps.Clone(ev.tracedParams), workspaces: map[int]bool{}}
 	n := tl.NumAllocations()
-	for k := range n {
-		a := tl.Allocation(k)
-		if a.Origin != replay.Traced {
+	// Allocations live before the trace come first; their sizes are
+	// parameter-like.
+	for k := 0; k < n; k++ {
+		if start, _, _ := tl.Lifetime(k); start >= 0 {
+			break
+		}
+		if a := tl.Allocation(k); a.Origin != replay.Traced {
 			c.paramSizes[a.Requested] = true
-			continue
-		}
-		if r := c.info(a.Stack).rule; r != nil {
-			switch r.kind {
-			case kindParameter:
-				c.paramSizes[a.Requested] = true
-			case kindWorkspace:
-				c.workspaceSizes[a.Requested] = true
-			}
 		}
 	}
-	b := &Breakdown{Device: tl.Device, sn: sn, tl: tl, filter: opts.Filter, scan: c.scan, of: make([]uint32, n), sites: map[snapshot.StackID]string{}}
+	c.findWorkspaces()
+
+	b := &Breakdown{Device: tl.Device, sn: ev.sn, tl: tl, filter: ev.opts.Filter, scan: diagnose.NewBackwardScan(ev.sn, tl.Trace, ev.opts.Filter), of: make([]uint32, n), sites: map[snapshot.StackID]string{}}
+	bounds := parallel.Ranges(n, rangeLen)
+	parts := make([]labeller, len(bounds)-1)
+	parallel.Do(bounds, func(p, lo, hi int) {
+		l := &parts[p]
+		*l = labeller{c: c, index: map[Label]uint32{}, decided: map[facts]uint32{}, last: -1}
+		for k := lo; k < hi; k++ {
+			a := tl.Allocation(k)
+			b.of[k] = l.labelOf(&a, k)
+		}
+	})
+	// Part 0's labels come first and keep their indices; the others'
+	// are renumbered.
 	index := map[Label]uint32{}
-	user := map[Category]bool{}
-	for k := range n {
-		a := tl.Allocation(k)
-		b.of[k] = c.labelOf(&a, b, index)
+	remap := make([][]uint32, len(parts))
+	for p, l := range parts {
+		for _, lab := range l.labels {
+			id, ok := index[lab]
+			if !ok {
+				id = uint32(len(b.labels))
+				index[lab] = id
+				b.labels = append(b.labels, lab)
+			}
+			remap[p] = append(remap[p], id)
+		}
 	}
+	parallel.Do(bounds, func(p, lo, hi int) {
+		if p == 0 {
+			return
+		}
+		for k := lo; k < hi; k++ {
+			b.of[k] = remap[p][b.of[k]]
+		}
+	})
+	user := map[Category]bool{}
 	for _, l := range b.labels {
 		if !l.Category.Builtin() {
 			user[l.Category] = true
 		}
 	}
 	b.categories = Categories()
-	for _, r := range opts.Rules {
+	for _, r := range ev.opts.Rules {
 		if user[r.Category] {
 			b.categories = append(b.categories, r.Category)
 			delete(user, r.Category)
@@ -161,37 +222,98 @@ func Classify(sn *snapshot.Snapshot, tl *replay.Timeline, opts Options) *Breakdo
 	return b
 }
 
-// info is stack id's stackInfo, memoized.
-func (c *classifier) info(id snapshot.StackID) *stackInfo {
-	si := c.stacks[id]
+// info is stack id's stackInfo, memoized. Ranges running at once may read
+// a stack twice; they store equal infos.
+func (ev *Events) info(id snapshot.StackID) *stackInfo {
+	si := ev.stacks[id].Load()
 	if si == nil {
-		s := readStack(c.sn, id)
+		s := readStack(ev.sn, id)
 		si = &s
-		c.stacks[id] = si
+		ev.stacks[id].Store(si)
 	}
 	return si
+}
+
+// scan fills ev.phases, ev.forwards and the sizes of the stacks that stage
+// A calls parameters and workspaces, in ranges of the events.
+func (ev *Events) scan() {
+	type part struct {
+		forwards               []int
+		paramSizes, workspaces []uint64
+	}
+	ev.phases = make([]phase, ev.tr.Len())
+	bounds := parallel.Ranges(ev.tr.Len(), rangeLen)
+	parts := make([]part, len(bounds)-1)
+	parallel.Do(bounds, func(p, lo, hi int) {
+		out := &parts[p]
+		scan := diagnose.NewBackwardScan(ev.sn, ev.tr, ev.opts.Filter)
+		optim, zero := windowCursor{ws: ev.optim}, windowCursor{ws: ev.zero}
+		for i := lo; i < hi; i++ {
+			e := ev.tr.At(i)
+			si := ev.info(e.Stack)
+			p := si.phase
+			if p == phaseNone || p == phaseTop {
+				switch {
+				case optim.holds(i):
+					p = phaseOptimizer
+				case zero.holds(i):
+					p = phaseZeroGrad
+				}
+			}
+			if p == phaseNone && scan.During(i) != nil {
+				p = phaseBackward
+			}
+			ev.phases[i] = p
+			if e.Action != snapshot.ActionAlloc {
+				continue
+			}
+			if si.phase == phaseForward {
+				out.forwards = append(out.forwards, i)
+			}
+			if si.rule != nil {
+				switch si.rule.kind {
+				case kindParameter:
+					out.paramSizes = append(out.paramSizes, e.Size)
+				case kindWorkspace:
+					out.workspaces = append(out.workspaces, e.Size)
+				}
+			}
+		}
+	})
+	for _, p := range parts {
+		ev.forwards = append(ev.forwards, p.forwards...)
+		for _, s := range p.paramSizes {
+			ev.tracedParams[s] = true
+		}
+		for _, s := range p.workspaces {
+			ev.workspaceSizes[s] = true
+		}
+	}
 }
 
 // phaseAt is where event i happened: its stack's phase, an annotation
 // window's where the stack says nothing more, or, for an event without
 // Python frames, inside the backward() call around it.
-func (c *classifier) phaseAt(i int) phase {
-	if i < 0 || i >= c.tr.Len() {
+func (ev *Events) phaseAt(i int) phase {
+	if i < 0 || i >= len(ev.phases) {
 		return phaseNone
 	}
-	p := c.info(c.tr.At(i).Stack).phase
-	if p == phaseNone || p == phaseTop {
-		switch {
-		case inWindow(c.optim, i) >= 0:
-			return phaseOptimizer
-		case inWindow(c.zero, i) >= 0:
-			return phaseZeroGrad
-		}
+	return ev.phases[i]
+}
+
+// windowCursor answers inWindow for ascending events.
+type windowCursor struct {
+	ws []diagnose.Window
+	k  int // the windows before k start at or before the last event asked
+}
+
+// holds reports whether a window of c.ws holds event i, which is not
+// below the last event asked.
+func (c *windowCursor) holds(i int) bool {
+	for c.k < len(c.ws) && c.ws[c.k].First <= i {
+		c.k++
 	}
-	if p == phaseNone && c.scan.During(i) != nil {
-		return phaseBackward
-	}
-	return p
+	return c.k > 0 && i < c.ws[c.k-1].End
 }
 
 // inWindow returns the index of the window of ws (in start order, not
@@ -202,6 +324,53 @@ func inWindow(ws []diagnose.Window, i int) int {
 		return k
 	}
 	return -1
+}
+
+// findWorkspaces finds the blocks with no stack rule that are cuBLAS
+// workspaces by their lifetime: workspace-sized, never freed, and the
+// first block of their stack and size (cuBLAS creates it on the first
+// matmul of a thread and stream; a stacks="python" trace names no C++
+// frame to tell). Kept blocks are few: one pass in allocation order finds
+// them.
+func (c *classifier) findWorkspaces() {
+	seen := map[workspaceKey]bool{}
+	for k := range c.tl.NumAllocations() {
+		start, free, _ := c.tl.Lifetime(k)
+		if start < 0 || free < replay.LiveAtEnd {
+			continue
+		}
+		a := c.tl.Allocation(k)
+		p := c.phaseAt(start)
+		if _, user := c.userRule(&a); user || c.info(a.Stack).rule != nil || (p != phaseForward && p != phaseBackward) {
+			continue
+		}
+		key := workspaceKey{a.Stack, a.Requested}
+		if c.workspaceSizes[a.Requested] && !seen[key] {
+			seen[key] = true
+			c.workspaces[k] = true
+		}
+	}
+}
+
+// workspaceKey is a stack and a workspace size: cuBLAS and cuBLASLt each
+// make one workspace on the first matmul of a thread.
+type workspaceKey struct {
+	stack snapshot.StackID
+	size  uint64
+}
+
+// labeller labels one range of the allocations.
+type labeller struct {
+	c *classifier
+	// labels are the range's distinct labels in the order it met them;
+	// index finds them.
+	labels  []Label
+	index   map[Label]uint32
+	decided map[facts]uint32 // label index by facts
+	// forward is the index in c.forwards of the first forward allocation
+	// at or after the last block's start.
+	forward int
+	last    int // the last block's start; -1 before the first
 }
 
 var phaseNames = [...]string{"no frames", "top-level code", "a module forward", "backward", "zero_grad", "the optimizer step"}
@@ -224,60 +393,85 @@ type facts struct {
 	setup       bool              // allocated before the first forward of a trace that has one
 }
 
-// labelOf returns allocation a's label index in b, deciding it on the
+// labelOf returns allocation k's label index in l, deciding it on the
 // first block with its facts.
-func (c *classifier) labelOf(a *replay.Allocation, b *Breakdown, index map[Label]uint32) uint32 {
-	intern := func(l Label) uint32 {
-		id, ok := index[l]
+func (l *labeller) labelOf(a *replay.Allocation, k int) uint32 {
+	intern := func(lab Label) uint32 {
+		id, ok := l.index[lab]
 		if !ok {
-			id = uint32(len(b.labels))
-			index[l] = id
-			b.labels = append(b.labels, l)
+			id = uint32(len(l.labels))
+			l.index[lab] = id
+			l.labels = append(l.labels, lab)
 		}
 		return id
 	}
-	if l, ok := c.userRule(a); ok {
-		return intern(l)
+	c := l.c
+	if lab, ok := c.userRule(a); ok {
+		return intern(lab)
 	}
 	if a.Origin != replay.Traced {
 		return intern(Label{Category: BeforeRecording, Rule: "lifetime.before_recording",
 			Evidence: fmt.Sprintf("live before the trace's first event (%s)", a.Origin)})
 	}
-	f := c.facts(a)
-	if id, ok := c.decided[f]; ok {
+	f := l.facts(a, k)
+	if id, ok := l.decided[f]; ok {
 		return id
 	}
 	id := intern(c.decide(f))
-	c.decided[f] = id
+	l.decided[f] = id
 	return id
 }
 
-// facts gathers what the rules read of a traced block.
-func (c *classifier) facts(a *replay.Allocation) facts {
+// facts gathers what the rules read of traced block k: only what the
+// rules for its stack and phase read, so that blocks that differ in
+// nothing else share one decision.
+func (l *labeller) facts(a *replay.Allocation, k int) facts {
+	c := l.c
 	si := c.info(a.Stack)
 	start, free := int(a.Start), int(a.Free)
 	f := facts{stack: a.Stack, pool: a.Pool, start: c.phaseAt(start), kept: free >= replay.LiveAtEnd}
 	if si.rule == nil && (f.start == phaseForward || f.start == phaseBackward) {
-		// Only a block that rules A and B could make a workspace is
-		// counted as its stack's first.
-		f.workspace = c.workspace(a, f.kept)
+		f.workspace = f.kept && c.workspaces[k]
 	}
 	if !f.kept {
 		f.free = c.phaseAt(free)
-		if w := inWindow(c.optim, start); w >= 0 {
-			f.sameStep = inWindow(c.optim, free) == w
-		} else {
-			f.sameStep = f.free == phaseOptimizer
+		if f.start == phaseOptimizer || si.rule != nil && si.rule.kind == kindOptimizer {
+			if w := inWindow(c.optim, start); w >= 0 {
+				f.sameStep = inWindow(c.optim, free) == w
+			} else {
+				f.sameStep = f.free == phaseOptimizer
+			}
 		}
 	}
-	f.paramSized = c.paramSizes[a.Requested]
-	k := sort.SearchInts(c.forwards, start)
-	f.forwardLive = k < len(c.forwards) && c.forwards[k] < free
-	f.setup = len(c.forwards) > 0 && c.forwards[0] > start
+	switch f.start {
+	case phaseBackward:
+		f.paramSized = c.paramSizes[a.Requested]
+	case phaseTop:
+		f.forwardLive = l.nextForward(start) < free
+		f.setup = len(c.forwards) > 0 && c.forwards[0] > start
+	}
 	if f.start == phaseForward || f.start == phaseBackward || f.start == phaseNone {
 		f.metadata = c.tr.Context(start).UserMetadata
 	}
 	return f
+}
+
+// nextForward is the first forward allocation at or after event start
+// (LiveAtEnd: none). Blocks come in order of their starts: the search
+// walks on from the last block's.
+func (l *labeller) nextForward(start int) int {
+	fw := l.c.forwards
+	if l.last < 0 || start < l.last {
+		l.forward = sort.SearchInts(fw, start)
+	}
+	l.last = start
+	for l.forward < len(fw) && fw[l.forward] < start {
+		l.forward++
+	}
+	if l.forward == len(fw) {
+		return replay.LiveAtEnd
+	}
+	return fw[l.forward]
 }
 
 // decide labels a traced block by its facts.
@@ -386,24 +580,4 @@ func (c *classifier) stageB(f facts) Label {
 		return Label{Category: Temporary, Rule: "phase.top_level_temporary", Evidence: ev}
 	}
 	return Label{Category: Unknown, Rule: "unknown.no_frames", Evidence: ev}
-}
-
-// workspace reports whether a block with no stack rule is a cuBLAS
-// workspace by its lifetime: workspace-sized, never freed, and the first
-// block of its stack and size (cuBLAS creates it on the first matmul of a thread
-// and stream; a stacks="python" trace names no C++ frame to tell).
-func (c *classifier) workspace(a *replay.Allocation, kept bool) bool {
-	key := workspaceKey{a.Stack, a.Requested}
-	if !kept || !c.workspaceSizes[a.Requested] || c.workspaceSeen[key] {
-		return false
-	}
-	c.workspaceSeen[key] = true
-	return true
-}
-
-// workspaceKey is a stack and a workspace size: cuBLAS and cuBLASLt each
-// make one workspace on the first matmul of a thread.
-type workspaceKey struct {
-	stack snapshot.StackID
-	size  uint64
 }

@@ -34,8 +34,11 @@ func (c *classifier) module(si *stackInfo, md snapshot.StringID) string {
 }
 
 // className is the class whose method fr is, read from its source file;
-// where the file cannot be read, "file.py:line" of the frame.
+// where the file cannot be read, "file.py:line" of the frame. The ranges
+// of Classify ask at once (once per distinct label, rarely).
 func (c *classifier) className(fr snapshot.Frame) string {
+	c.classMu.Lock()
+	defer c.classMu.Unlock()
 	if n, ok := c.classes[fr]; ok {
 		return n
 	}

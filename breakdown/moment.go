@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/parallel"
 	"github.com/vramscope/vramscope/replay"
 )
 
@@ -42,23 +43,27 @@ func at(tl *replay.Timeline, label string, i int) At {
 	return a
 }
 
-// StepPeaks are the allocated peaks inside each of steps, in order.
+// StepPeaks are the allocated peaks inside each of steps, in order,
+// found in ranges of the steps on every core (a range holds at least
+// rangeLen/64 steps: a step is tens to thousands of events).
 func StepPeaks(tl *replay.Timeline, steps diagnose.Steps) []At {
-	out := make([]At, 0, len(steps.Steps))
-	for n, s := range steps.Steps {
-		best, bestV := s.First, int64(-1)
-		for i := s.First; i < s.End; i++ {
-			if v := tl.Value(replay.Allocated, i); v > bestV {
-				best, bestV = i, v
+	out := make([]At, len(steps.Steps))
+	parallel.Do(parallel.Ranges(len(out), rangeLen/64), func(_, lo, hi int) {
+		for n := lo; n < hi; n++ {
+			s := steps.Steps[n]
+			best, bestV := s.First, int64(-1)
+			for i := s.First; i < s.End; i++ {
+				if v := tl.Value(replay.Allocated, i); v > bestV {
+					best, bestV = i, v
+				}
 			}
+			if s.First >= s.End {
+				best = s.First - 1
+			}
+			out[n] = at(tl, fmt.Sprintf("step %d", n+1), best)
+			out[n].Step = n + 1
 		}
-		if s.First >= s.End {
-			best = s.First - 1
-		}
-		a := at(tl, fmt.Sprintf("step %d", n+1), best)
-		a.Step = n + 1
-		out = append(out, a)
-	}
+	})
 	return out
 }
 

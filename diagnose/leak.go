@@ -180,7 +180,7 @@ func measureSites(sn *snapshot.Snapshot, tl *replay.Timeline, steps []Step, at [
 		}
 		hi := lo + sort.SearchInts(at[lo:], free)
 		a := tl.Allocation(k)
-		key := pl.allocKeys(k).leak
+		key := pl.allocKeys(&a).leak
 		s := byKey[key]
 		if s == nil {
 			s = &siteAcc{place: pl.alloc(k), key: key, live: make([]int64, len(at)+1), req: make([]int64, len(at)+1), born: make([]int64, len(steps)), rep: k}

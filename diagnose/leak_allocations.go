@@ -27,7 +27,7 @@ func (r *LeakReport) LeakedAllocations(sn *snapshot.Snapshot, tl *replay.Timelin
 		if _, free, _ := tl.Lifetime(k); free != replay.LiveAtEnd {
 			continue
 		}
-		if leaking[pl.allocKeys(k).leak] {
+		if a := tl.Allocation(k); leaking[pl.allocKeys(&a).leak] {
 			idx = append(idx, k)
 		}
 	}

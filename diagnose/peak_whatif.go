@@ -2,9 +2,12 @@ package diagnose
 
 import (
 	"cmp"
+	"math"
 	"slices"
+	"sort"
 
 	"github.com/vramscope/vramscope/allocsim"
+	"github.com/vramscope/vramscope/internal/parallel"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -62,7 +65,9 @@ func peakAfter(tl *replay.Timeline, m replay.Metric, e int) replay.Peak {
 // that set removed from the series. The series changes only where a
 // removed block is allocated or freed, so the changes are sorted and swept
 // along the events, all sets in one pass: a trace has millions of events,
-// a line of code a few blocks.
+// a line of code a few blocks. The pass runs in ranges of the events on
+// every core; each range starts from the changes before it, and the
+// ranges' peaks are joined in order, the first of equal ones kept.
 func peaksWithout(tl *replay.Timeline, sets ...[]replay.Allocation) []replay.Peak {
 	type change struct {
 		at, set int // the first event index it applies to, and its set
@@ -84,21 +89,45 @@ func peaksWithout(tl *replay.Timeline, sets ...[]replay.Allocation) []replay.Pea
 		peaks[s] = replay.Peak{Index: replay.BeforeRecording, Bytes: initial}
 	}
 	slices.SortFunc(changes, func(a, b change) int { return cmp.Compare(a.at, b.at) })
-	off := make([]int64, len(sets))
-	next := 0
-	for i := range tl.Len() {
-		for ; next < len(changes) && changes[next].at == i; next++ {
-			off[changes[next].set] += changes[next].delta
+	bounds := parallel.Ranges(tl.Len(), rangeLen)
+	parts := make([][]replay.Peak, len(bounds)-1)
+	parallel.Do(bounds, func(part, lo, hi int) {
+		off := make([]int64, len(sets))
+		next := sort.Search(len(changes), func(k int) bool { return changes[k].at >= lo })
+		for _, c := range changes[:next] {
+			off[c.set] += c.delta
 		}
-		v := tl.Value(replay.Allocated, i)
-		for s := range peaks {
-			if v+off[s] > peaks[s].Bytes {
-				peaks[s] = replay.Peak{Index: i, TimeUS: tl.Trace.At(i).TimeUS, Bytes: v + off[s]}
+		local := make([]replay.Peak, len(sets))
+		for s := range local {
+			local[s].Bytes = math.MinInt64
+		}
+		for i := lo; i < hi; i++ {
+			for ; next < len(changes) && changes[next].at == i; next++ {
+				off[changes[next].set] += changes[next].delta
+			}
+			v := tl.Value(replay.Allocated, i)
+			for s := range local {
+				if v+off[s] > local[s].Bytes {
+					local[s] = replay.Peak{Index: i, TimeUS: tl.Trace.At(i).TimeUS, Bytes: v + off[s]}
+				}
+			}
+		}
+		parts[part] = local
+	})
+	for _, local := range parts {
+		for s, p := range local {
+			if p.Bytes > peaks[s].Bytes {
+				peaks[s] = p
 			}
 		}
 	}
 	return peaks
 }
+
+// rangeLen is the fewest allocations or events a range of a pass split
+// across cores holds: a trace of a few thousand events is one range. A
+// variable for tests to split small traces.
+var rangeLen = 1 << 16
 
 // maxLineTries bounds the transient callsites at the peak that are tried
 // for Line, largest first; each try is a pass over the trace.
@@ -107,6 +136,8 @@ const maxLineTries = 3
 // bestLine returns the transient callsite among the largest at the peak
 // whose blocks, all removed from the trace, lower the peak most; nil if
 // none lowers it. Places are matched by key, as placer.group made them.
+// The blocks are found in ranges of the allocations on every core, each
+// with a placer of its own, and joined in range order.
 func bestLine(pl *placer, peak int64, groups []SiteGroup) *TransientLine {
 	groups = groups[:min(len(groups), maxLineTries)]
 	want := map[string]int{}
@@ -114,14 +145,29 @@ func bestLine(pl *placer, peak int64, groups []SiteGroup) *TransientLine {
 		want[g.Key()] = i
 	}
 	tl := pl.tl
-	blocks := make([][]replay.Allocation, len(groups))
-	for k := range tl.NumAllocations() {
-		a := tl.Allocation(k)
-		if a.Start == replay.BeforeRecording || a.Free == replay.LiveAtEnd {
-			continue
+	bounds := parallel.Ranges(tl.NumAllocations(), rangeLen)
+	parts := make([][][]replay.Allocation, len(bounds)-1)
+	parallel.Do(bounds, func(part, lo, hi int) {
+		pl := pl
+		if part > 0 {
+			pl = newPlacer(pl.sn, tl, pl.f)
 		}
-		if i, ok := want[pl.allocKeys(k).key]; ok {
-			blocks[i] = append(blocks[i], a)
+		blocks := make([][]replay.Allocation, len(groups))
+		for k := lo; k < hi; k++ {
+			if start, free, _ := tl.Lifetime(k); start == replay.BeforeRecording || free == replay.LiveAtEnd {
+				continue
+			}
+			a := tl.Allocation(k)
+			if i, ok := want[pl.allocKeys(&a).key]; ok {
+				blocks[i] = append(blocks[i], a)
+			}
+		}
+		parts[part] = blocks
+	})
+	blocks := make([][]replay.Allocation, len(groups))
+	for _, p := range parts {
+		for i := range blocks {
+			blocks[i] = append(blocks[i], p[i]...)
 		}
 	}
 	var best *TransientLine

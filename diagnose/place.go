@@ -80,6 +80,7 @@ type stackKeys struct {
 // stack).
 type callPlace struct{ stack, call snapshot.StackID }
 
+// newPlacer makes a placer; one per goroutine, as its memos are its own.
 func newPlacer(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *placer {
 	return &placer{sn: sn, tl: tl, f: f, byStack: map[snapshot.StackID]Place{},
 		stackKeys: make([]stackKeys, sn.NumStacks()), callKeys: map[callPlace]placeKeys{}}
@@ -113,12 +114,12 @@ func (p *placer) allocCall(k int) (Place, *BackwardCall) {
 	return pl, p.scan().during(int(a.Start))
 }
 
-// allocKeys are the keys of alloc(k), memoized by what they depend on
-// (stackKeys, callPlace): loops over every allocation ask for millions of
-// keys of a few hundred places (building each place and its key took
-// bestLine 1.8 s of the 996 MB bench file's 2.5 s explain).
-func (p *placer) allocKeys(k int) placeKeys {
-	a := p.tl.Allocation(k)
+// allocKeys are the keys of the place of a (tl.Allocation(k), as alloc(k)
+// places it), memoized by what they depend on (stackKeys, callPlace):
+// loops over every allocation ask for millions of keys of a few hundred
+// places (building each place and its key took bestLine 1.8 s of the
+// 996 MB bench file's 2.5 s explain).
+func (p *placer) allocKeys(a *replay.Allocation) placeKeys {
 	sk := &p.stackKeys[a.Stack]
 	if !sk.done {
 		pl := p.stack(a.Stack)

@@ -51,19 +51,29 @@ func (t *Timeline) Lifetime(k int) (start, free, end int) {
 }
 
 // add appends a, whose pool is t.Pools[pool], to the allocations and
-// returns its index. A traced allocation's address, requested size, stack
-// and stream are its alloc event's (alloc makes them so), so a record
-// alone gives it back if its size and pool fit.
+// returns its index.
 func (t *Timeline) add(a *Allocation, pool int) int32 {
 	k := int32(len(t.allocs))
-	r := allocRecord{start: a.Start, free: a.Free, end: a.End, units: uint32(a.Size >> allocator.MinBlockBits), pool: uint16(pool)}
-	// units round-trips unless the size has bits below 512 or from 2 TiB up.
-	if a.Origin != Traced || uint64(r.units)<<allocator.MinBlockBits != a.Size || int(r.pool) != pool {
-		r.units, r.full = uint32(len(t.full)), true
+	r := newRecord(a, pool, len(t.full))
+	if r.full {
 		t.full = append(t.full, *a)
 	}
 	t.allocs = append(t.allocs, r)
 	return k
+}
+
+// newRecord is the record of a, whose pool is t.Pools[pool]. A traced
+// allocation's address, requested size, stack and stream are its alloc
+// event's (alloc makes them so), so a record alone gives it back if its
+// size and pool fit. One that does not, or is not traced, is full: a is
+// kept whole as t.full[nextFull], which the caller appends.
+func newRecord(a *Allocation, pool, nextFull int) allocRecord {
+	r := allocRecord{start: a.Start, free: a.Free, end: a.End, units: uint32(a.Size >> allocator.MinBlockBits), pool: uint16(pool)}
+	// units round-trips unless the size has bits below 512 or from 2 TiB up.
+	if a.Origin != Traced || uint64(r.units)<<allocator.MinBlockBits != a.Size || int(r.pool) != pool {
+		r.units, r.full = uint32(nextFull), true
+	}
+	return r
 }
 
 // size is r's block size.

@@ -100,9 +100,10 @@ func TestReplayBatches(t *testing.T) {
 	}
 }
 
-// A scan in two halves merges into the scan of the whole, wherever the
-// trace is cut: the same histories in the same order, the same counts.
-func TestScanHalves(t *testing.T) {
+// A scan in three ranges, merged in order, is the scan of the whole,
+// wherever the trace is cut: the same histories in the same order, the
+// same counts.
+func TestScanRanges(t *testing.T) {
 	a, b, c, d := a0, a0+mib, a0+2*mib, a0+3*mib
 	tr := snapshot.NewTrace(events(
 		ev(freeDone, c, 512), // freed before any alloc
@@ -122,17 +123,21 @@ func TestScanHalves(t *testing.T) {
 	), nil)
 	whole := newAddrScan()
 	whole.run(tr, 0, tr.Len())
-	for mid := range tr.Len() + 1 {
-		first, second := newAddrScan(), newAddrScan()
-		first.run(tr, 0, mid)
-		second.run(tr, mid, tr.Len())
-		first.merge(second)
-		if !reflect.DeepEqual(first.history, whole.history) || !reflect.DeepEqual(first.addrs, whole.addrs) || first.counts != whole.counts {
-			t.Errorf("cut at %d: %+v %v, want %+v %v", mid, first.history, first.counts, whole.history, whole.counts)
-		}
-		for k, addr := range whole.addrs {
-			if j, ok := first.index.get(addr); !ok || int(j) != k {
-				t.Errorf("cut at %d: address %#x at %d, want %d", mid, addr, j, k)
+	for cut1 := range tr.Len() + 1 {
+		for cut2 := cut1; cut2 <= tr.Len(); cut2++ {
+			first, second, third := newAddrScan(), newAddrScan(), newAddrScan()
+			first.run(tr, 0, cut1)
+			second.run(tr, cut1, cut2)
+			third.run(tr, cut2, tr.Len())
+			first.merge(second)
+			first.merge(third)
+			if !reflect.DeepEqual(first.history, whole.history) || !reflect.DeepEqual(first.addrs, whole.addrs) || first.counts != whole.counts {
+				t.Errorf("cut at %d and %d: %+v %v, want %+v %v", cut1, cut2, first.history, first.counts, whole.history, whole.counts)
+			}
+			for k, addr := range whole.addrs {
+				if j, ok := first.index.get(addr); !ok || int(j) != k {
+					t.Errorf("cut at %d and %d: address %#x at %d, want %d", cut1, cut2, addr, j, k)
+				}
 			}
 		}
 	}

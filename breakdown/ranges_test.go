@@ -1,0 +1,99 @@
+package breakdown
+
+import (
+	"io/fs"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/testutil"
+	"github.com/vramscope/vramscope/replay"
+)
+
+// TestClassifyInRanges checks that Classify labels every block as one
+// range does when its passes run in ranges of 7 events or blocks on 4
+// cores: the same labels in the same order, on every format and scenario
+// fixture (workspaces by lifetime, optimizer steps, backward calls and
+// forwards cross the ranges' bounds).
+func TestClassifyInRanges(t *testing.T) {
+	files := fixtures(t)
+	defer func(n int) { rangeLen = n }(rangeLen)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	split := 0
+	for _, file := range files {
+		sn := testutil.Snapshot(t, file)
+		for _, n := range sn.Devices() {
+			tl, err := replay.Device(sn, n)
+			if err != nil || tl.Len() == 0 {
+				continue
+			}
+			rangeLen = 1 << 30
+			one := Classify(sn, tl, Options{})
+			rangeLen = 7
+			many := Classify(sn, tl, Options{})
+			if !slices.Equal(one.labels, many.labels) || !slices.Equal(one.of, many.of) {
+				t.Errorf("%s device %d: labels in ranges differ from those of one range", file, n)
+			}
+			if len(one.labels) > 1 && tl.NumAllocations() > 4*7 {
+				split++
+			}
+		}
+	}
+	if split < 20 {
+		t.Errorf("%d traces had several labels over several ranges, want 20+", split)
+	}
+}
+
+// TestStepPeaksInRanges checks that the steps' peaks found in 4 ranges
+// (on 4 cores) are those of one range, on every fixture with steps.
+func TestStepPeaksInRanges(t *testing.T) {
+	defer func(n int) { rangeLen = n }(rangeLen)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	f, _ := callsite.NewFilter("", "")
+	split := 0
+	for _, file := range fixtures(t) {
+		sn := testutil.Snapshot(t, file)
+		for _, n := range sn.Devices() {
+			tl, err := replay.Device(sn, n)
+			if err != nil || tl.Len() == 0 {
+				continue
+			}
+			steps := diagnose.DetectSteps(sn, tl, f)
+			rangeLen = 1 << 30
+			one := StepPeaks(tl, steps)
+			rangeLen = 1
+			many := StepPeaks(tl, steps)
+			if !slices.Equal(one, many) {
+				t.Errorf("%s device %d: step peaks in ranges differ from those of one range", file, n)
+			}
+			if len(one) != len(steps.Steps) {
+				t.Errorf("%s device %d: %d step peaks for %d steps", file, n, len(one), len(steps.Steps))
+			}
+			if len(one) >= 4 {
+				split++
+			}
+		}
+	}
+	if split < 8 {
+		t.Errorf("%d traces had 4+ steps (4 ranges), want 8+", split)
+	}
+}
+
+// fixtures are the format and scenario fixtures' snapshots.
+func fixtures(t *testing.T) []string {
+	files, _ := filepath.Glob(filepath.Join("..", "snapshot", "testdata", "format", "*.pickle*"))
+	filepath.WalkDir(filepath.Join("..", "testdata", "scenarios", "out"), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".pickle.gz") {
+			files = append(files, path)
+		}
+		return err
+	})
+	if len(files) < 40 {
+		t.Fatalf("found %d fixtures, want the 40+ in the repository", len(files))
+	}
+	return files
+}

@@ -1,0 +1,57 @@
+package diagnose
+
+import (
+	"io/fs"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/internal/testutil"
+	"github.com/vramscope/vramscope/replay"
+)
+
+// TestPeakInRanges checks that the peak report, whose best line to
+// remove is searched for in ranges of the allocations, is the one of a
+// single range when the ranges hold 7 allocations on 4 cores, on every
+// format and scenario fixture.
+func TestPeakInRanges(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "snapshot", "testdata", "format", "*.pickle*"))
+	filepath.WalkDir(filepath.Join("..", "testdata", "scenarios", "out"), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".pickle.gz") {
+			files = append(files, path)
+		}
+		return err
+	})
+	if len(files) < 40 {
+		t.Fatalf("found %d fixtures, want the 40+ in the repository", len(files))
+	}
+	defer func(n int) { rangeLen = n }(rangeLen)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	f, _ := callsite.NewFilter("", "")
+	lines := 0
+	for _, file := range files {
+		sn := testutil.Snapshot(t, file)
+		for _, n := range sn.Devices() {
+			tl, err := replay.Device(sn, n)
+			if err != nil || tl.Len() == 0 {
+				continue
+			}
+			rangeLen = 1 << 30
+			one := Peak(sn, tl, f)
+			rangeLen = 7
+			many := Peak(sn, tl, f)
+			if !reflect.DeepEqual(one, many) {
+				t.Errorf("%s device %d: the peak report in ranges differs from that of one range", file, n)
+			}
+			if one.Line != nil && one.Line.Blocks > 2*7 {
+				lines++
+			}
+		}
+	}
+	if lines < 10 {
+		t.Errorf("%d traces had a best line of more blocks than two ranges hold, want 10+", lines)
+	}
+}
