@@ -1,11 +1,8 @@
 package breakdown
 
 import (
-	"io/fs"
-	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/vramscope/vramscope/callsite"
@@ -20,7 +17,7 @@ import (
 // fixture (workspaces by lifetime, optimizer steps, backward calls and
 // forwards cross the ranges' bounds).
 func TestClassifyInRanges(t *testing.T) {
-	files := fixtures(t)
+	files := testutil.Fixtures(t)
 	defer func(n int) { rangeLen = n }(rangeLen)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	split := 0
@@ -55,7 +52,7 @@ func TestStepPeaksInRanges(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	f, _ := callsite.NewFilter("", "")
 	split := 0
-	for _, file := range fixtures(t) {
+	for _, file := range testutil.Fixtures(t) {
 		sn := testutil.Snapshot(t, file)
 		for _, n := range sn.Devices() {
 			tl, err := replay.Device(sn, n)
@@ -81,19 +78,4 @@ func TestStepPeaksInRanges(t *testing.T) {
 	if split < 8 {
 		t.Errorf("%d traces had 4+ steps (4 ranges), want 8+", split)
 	}
-}
-
-// fixtures are the format and scenario fixtures' snapshots.
-func fixtures(t *testing.T) []string {
-	files, _ := filepath.Glob(filepath.Join("..", "snapshot", "testdata", "format", "*.pickle*"))
-	filepath.WalkDir(filepath.Join("..", "testdata", "scenarios", "out"), func(path string, d fs.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(path, ".pickle.gz") {
-			files = append(files, path)
-		}
-		return err
-	})
-	if len(files) < 40 {
-		t.Fatalf("found %d fixtures, want the 40+ in the repository", len(files))
-	}
-	return files
 }

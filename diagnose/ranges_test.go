@@ -1,11 +1,8 @@
 package diagnose
 
 import (
-	"io/fs"
-	"path/filepath"
 	"reflect"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/vramscope/vramscope/callsite"
@@ -18,16 +15,7 @@ import (
 // single range when the ranges hold 7 allocations on 4 cores, on every
 // format and scenario fixture.
 func TestPeakInRanges(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("..", "snapshot", "testdata", "format", "*.pickle*"))
-	filepath.WalkDir(filepath.Join("..", "testdata", "scenarios", "out"), func(path string, d fs.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(path, ".pickle.gz") {
-			files = append(files, path)
-		}
-		return err
-	})
-	if len(files) < 40 {
-		t.Fatalf("found %d fixtures, want the 40+ in the repository", len(files))
-	}
+	files := testutil.Fixtures(t)
 	defer func(n int) { rangeLen = n }(rangeLen)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	f, _ := callsite.NewFilter("", "")

@@ -5,7 +5,10 @@ package testutil
 import (
 	"compress/gzip"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vramscope/vramscope/snapshot"
@@ -45,4 +48,22 @@ func Gunzip(tb testing.TB, path string) []byte {
 		tb.Fatalf("%s: %v", path, err)
 	}
 	return b
+}
+
+// Fixtures lists the real snapshots of a package's tests, from a package
+// directory one below the repository's root: the format fixtures and every
+// scenario's, 40 and more.
+func Fixtures(tb testing.TB) []string {
+	tb.Helper()
+	files, _ := filepath.Glob(filepath.Join("..", "snapshot", "testdata", "format", "*.pickle*"))
+	filepath.WalkDir(filepath.Join("..", "testdata", "scenarios", "out"), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".pickle.gz") {
+			files = append(files, path)
+		}
+		return err
+	})
+	if len(files) < 40 {
+		tb.Fatalf("found %d fixtures, want the 40+ in the repository", len(files))
+	}
+	return files
 }
