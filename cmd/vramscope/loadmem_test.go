@@ -42,31 +42,53 @@ func TestMemoryGate(t *testing.T) {
 
 // While snapshots load, the gate holds the heap under the soft memory
 // limit of what they hold, with the collector's own goal off; once none
-// loads, both are what they were. (Nothing may set GOGC or GOMEMLIMIT for
-// this test: the gate then leaves them alone.)
+// loads, both are what they were. What a user set in GOGC or GOMEMLIMIT
+// the gate leaves alone.
 func TestMemoryGateLimits(t *testing.T) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		t.Skip("GOGC or GOMEMLIMIT is set: the gate leaves the collector alone, as TestMemoryGate's gate does")
-	}
-	before := debug.SetGCPercent(77)
-	defer debug.SetGCPercent(before)
-	g := newMemoryGate(1<<40, true)
-	a, b := gateHold{est: 10, heap: 300 << 20}, gateHold{est: 10, heap: 200 << 20}
-	g.take(a)
-	g.take(b)
-	if got, want := debug.SetMemoryLimit(-1), int64(heapBase+500<<20); got != want {
-		t.Errorf("memory limit while two load: %d, want %d", got, want)
-	}
-	if got := debug.SetGCPercent(-1); got != -1 {
-		t.Errorf("GOGC while loading: %d, want off", got)
-	}
-	g.release(a)
-	g.release(b)
-	if got := debug.SetGCPercent(77); got != 77 {
-		t.Errorf("GOGC after: %d, want the 77 there was", got)
-	}
-	if got := debug.SetMemoryLimit(-1); got != g.limit {
-		t.Errorf("memory limit after: %d, want the %d there was", got, g.limit)
+	const before = 77 // the collector's goal before the gate, as GOGC would set it
+	for _, tc := range []struct {
+		gogc, gomemlimit string
+		limit            int64 // while two snapshots load; -1: as before
+		gcOff            bool
+	}{
+		{limit: heapBase + 500<<20, gcOff: true},
+		{gogc: "77", limit: heapBase + 500<<20},
+		{gomemlimit: "4GiB", limit: -1},
+	} {
+		t.Run(fmt.Sprintf("GOGC=%q GOMEMLIMIT=%q", tc.gogc, tc.gomemlimit), func(t *testing.T) {
+			t.Setenv("GOGC", tc.gogc)
+			t.Setenv("GOMEMLIMIT", tc.gomemlimit)
+			defer debug.SetGCPercent(debug.SetGCPercent(before))
+			defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+			limitBefore := debug.SetMemoryLimit(-1)
+			g := newMemoryGate(1<<40, true)
+			a, b := gateHold{est: 10, heap: 300 << 20}, gateHold{est: 10, heap: 200 << 20}
+			g.take(a)
+			g.take(b)
+			want := tc.limit
+			if want < 0 {
+				want = limitBefore
+			}
+			if got := debug.SetMemoryLimit(-1); got != want {
+				t.Errorf("memory limit while two load: %d, want %d", got, want)
+			}
+			wantGC := before
+			if tc.gcOff {
+				wantGC = -1
+			}
+			if got := debug.SetGCPercent(-1); got != wantGC {
+				t.Errorf("GOGC while loading: %d, want %d", got, wantGC)
+			}
+			debug.SetGCPercent(wantGC) // as it was: the probe above turned it off
+			g.release(a)
+			g.release(b)
+			if got := debug.SetGCPercent(before); got != before {
+				t.Errorf("GOGC after: %d, want the %d there was", got, before)
+			}
+			if got := debug.SetMemoryLimit(-1); got != limitBefore {
+				t.Errorf("memory limit after: %d, want the %d there was", got, limitBefore)
+			}
+		})
 	}
 }
 
