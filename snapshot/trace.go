@@ -3,31 +3,40 @@ package snapshot
 import (
 	"iter"
 	"slices"
-
-	"github.com/vramscope/vramscope/internal/hugepage"
 )
 
-// eventChunkBits sizes the event arena's chunks (256k events, 6 MiB). Chunks
-// are never reallocated, so a trace of N events costs N*24 bytes with no
+// eventChunkBits sizes the event arena's chunks (64k events, 1.25 MiB). Chunks
+// are never reallocated, so a trace of N events costs N*20 bytes with no
 // slice-doubling copies (the prototype in shared/research/pickle-bench.md
-// measured 1.6x speed and 2.5x less peak RSS from this alone). A 6 MiB
-// chunk holds at least two whole 2 MiB huge pages wherever it lands.
-const eventChunkBits = 18
+// measured 1.6x speed and 2.5x less peak RSS from this alone). Each part
+// of a split decode fills its last chunk partly: with 5 MiB chunks the 16
+// parts on 16 cores left 40 MB unused at the decode's peak, and analyze of
+// the 996 MB bench file peaked at 542 MB live instead of 464-485 (with the
+// memo's chunks cut likewise), in no more time (bench/RESULTS.md).
+const eventChunkBits = 16
 
 const eventChunkLen = 1 << eventChunkBits
 
-// packedEvent is an Event in 24 bytes instead of 32 (91 MB less on the
+// packedEvent is an Event in 20 bytes instead of 32 (137 MB less on the
 // 11.4 M events of the 996 MB bench file): the address keeps 48 bits, with
-// the action and the stream id above them, and the size 40 bits (1 TiB),
-// with the stack id above. An event whose values do not fit (none in any
-// real trace: addresses are user-space pointers, streams and stacks are
-// few) is kept whole in the arena's wide table, which its size word then
-// indexes.
+// the action and the stream id above them, the size 40 bits (1 TiB), with
+// the stack id above, and the time its low 32 bits, the high ones being
+// those of the arena's epoch that holds the event (eventArena.epochs). Words
+// of 32 bits keep the struct at 20 bytes, where two uint64s and a uint32
+// would be padded to 24. An event whose values do not fit (none in any real
+// trace: addresses are user-space pointers, streams and stacks are few) is
+// kept whole in the arena's wide table, which its size word then indexes.
 type packedEvent struct {
-	addr uint64 // Addr | Action<<48 | Stream<<52, or packWideAddr
-	size uint64 // Size | Stack<<40, or an index into eventArena.wide
-	time int64
+	addrLo, addrHi uint32 // Addr | Action<<48 | Stream<<52, or packWideAddr
+	sizeLo, sizeHi uint32 // Size | Stack<<40, or an index into eventArena.wide
+	timeLo         uint32 // TimeUS's low 32 bits
 }
+
+func (p *packedEvent) addr() uint64 { return uint64(p.addrLo) | uint64(p.addrHi)<<32 }
+func (p *packedEvent) size() uint64 { return uint64(p.sizeLo) | uint64(p.sizeHi)<<32 }
+
+func (p *packedEvent) setAddr(w uint64) { p.addrLo, p.addrHi = uint32(w), uint32(w>>32) }
+func (p *packedEvent) setSize(w uint64) { p.sizeLo, p.sizeHi = uint32(w), uint32(w>>32) }
 
 const (
 	packAddrBits = 48
@@ -38,10 +47,20 @@ const (
 	packStacks   = 1 << 24
 )
 
+// timeEpoch is the high 32 bits of the times of the events from start on,
+// up to the next epoch's start. A trace's times are microseconds since the
+// Unix epoch, in order: their high bits change every 71 minutes, so a
+// trace has one epoch or a few.
+type timeEpoch struct {
+	start int
+	high  uint32
+}
+
 // eventArena is an append-only, chunked []Event with the events' contexts.
 type eventArena struct {
 	chunks [][]packedEvent
 	wide   []Event
+	epochs []timeEpoch // ordered by start; the first starts at event 0
 	n      int
 	// contexts holds the distinct contexts, the first event's first. An
 	// event's index into it is kept in ctx, in chunks like the events',
@@ -61,35 +80,57 @@ func isBlockEvent(a Action) bool {
 	return a == ActionAlloc || a == ActionFreeRequested || a == ActionFreeCompleted
 }
 
-// pack packs e, keeping it in a.wide if it does not fit.
+// pack packs e, keeping it in a.wide if it does not fit. The time's high
+// bits are the caller's to keep (setEpoch).
 func (a *eventArena) pack(e Event) packedEvent {
+	p := packedEvent{timeLo: uint32(e.TimeUS)}
 	if e.Addr>>packAddrBits|e.Size>>packSizeBits|uint64(e.Stream)/packStreams|uint64(e.Stack)/packStacks == 0 &&
 		e.Action < packWide {
-		return packedEvent{
-			addr: e.Addr | uint64(e.Action)<<packAddrBits | uint64(e.Stream)<<(packAddrBits+4),
-			size: e.Size | uint64(e.Stack)<<packSizeBits,
-			time: e.TimeUS,
-		}
+		p.setAddr(e.Addr | uint64(e.Action)<<packAddrBits | uint64(e.Stream)<<(packAddrBits+4))
+		p.setSize(e.Size | uint64(e.Stack)<<packSizeBits)
+		return p
 	}
 	return a.packWide(e)
 }
 
 func (a *eventArena) packWide(e Event) packedEvent {
 	a.wide = append(a.wide, e)
-	return packedEvent{addr: packWideAddr, size: uint64(len(a.wide) - 1), time: e.TimeUS}
+	p := packedEvent{timeLo: uint32(e.TimeUS)}
+	p.setAddr(packWideAddr)
+	p.setSize(uint64(len(a.wide) - 1))
+	return p
 }
 
-func (a *eventArena) unpack(p *packedEvent) Event {
-	if p.addr == packWideAddr {
-		return a.wide[p.size]
+// unpack is the event p, event i of the arena.
+func (a *eventArena) unpack(p *packedEvent, i int) Event {
+	addr, size := p.addr(), p.size()
+	if addr == packWideAddr {
+		return a.wide[size]
 	}
 	return Event{
-		Addr:   p.addr & (1<<packAddrBits - 1),
-		Size:   p.size & (1<<packSizeBits - 1),
-		TimeUS: p.time,
-		Stack:  StackID(p.size >> packSizeBits),
-		Stream: StreamID(p.addr >> (packAddrBits + 4)),
-		Action: Action(p.addr >> packAddrBits & 15),
+		Addr:   addr & (1<<packAddrBits - 1),
+		Size:   size & (1<<packSizeBits - 1),
+		TimeUS: int64(uint64(a.timeHigh(i))<<32 | uint64(p.timeLo)),
+		Stack:  StackID(size >> packSizeBits),
+		Stream: StreamID(addr >> (packAddrBits + 4)),
+		Action: Action(addr >> packAddrBits & 15),
+	}
+}
+
+// timeHigh is the high 32 bits of event i's time.
+func (a *eventArena) timeHigh(i int) uint32 {
+	if len(a.epochs) == 1 {
+		return a.epochs[0].high
+	}
+	k, _ := slices.BinarySearchFunc(a.epochs, i+1, func(e timeEpoch, i int) int { return e.start - i })
+	return a.epochs[k-1].high
+}
+
+// setEpoch records that event i's time has the high bits high, starting
+// an epoch if the last one's differ.
+func (a *eventArena) setEpoch(i int, high uint32) {
+	if n := len(a.epochs); n == 0 || a.epochs[n-1].high != high {
+		a.epochs = append(a.epochs, timeEpoch{start: i, high: high})
 	}
 }
 
@@ -98,17 +139,16 @@ func (a *eventArena) push(e Event, c Context) int {
 	k := i >> eventChunkBits
 	if k == len(a.chunks) {
 		// The first chunk starts small and grows, so that small snapshots
-		// do not pay for 6 MiB; later ones are allocated whole, on huge
-		// pages.
+		// do not pay for a whole one; later ones are allocated whole.
 		c := eventChunkLen
 		if k == 0 {
 			c = 256
 		}
 		ch := make([]packedEvent, 0, c)
-		hugepage.Advise(ch)
 		a.chunks = append(a.chunks, ch)
 	}
 	a.chunks[k] = append(a.chunks[k], a.pack(e))
+	a.setEpoch(i, uint32(uint64(e.TimeUS)>>32))
 	if !isBlockEvent(e.Action) {
 		a.others = append(a.others, i)
 	}
@@ -152,21 +192,22 @@ func (a *eventArena) renumber(stackOf func(StackID) StackID, streams []StreamID)
 		e.Stack, e.Stream = stackOf(e.Stack), streams[e.Stream]
 	}
 	const streamShift = packAddrBits + 4
-	for _, c := range a.chunks {
+	for k, c := range a.chunks {
 		for j := range c {
 			p := &c[j]
-			if p.addr == packWideAddr {
+			addr, size := p.addr(), p.size()
+			if addr == packWideAddr {
 				continue
 			}
-			stack, stream := stackOf(StackID(p.size>>packSizeBits)), streams[p.addr>>streamShift]
+			stack, stream := stackOf(StackID(size>>packSizeBits)), streams[addr>>streamShift]
 			if int(stack) >= packStacks || int(stream) >= packStreams {
-				e := a.unpack(p)
+				e := a.unpack(p, k<<eventChunkBits+j)
 				e.Stack, e.Stream = stack, stream
 				*p = a.packWide(e)
 				continue
 			}
-			p.size = p.size&(1<<packSizeBits-1) | uint64(stack)<<packSizeBits
-			p.addr = p.addr&(1<<streamShift-1) | uint64(stream)<<streamShift
+			p.setSize(size&(1<<packSizeBits-1) | uint64(stack)<<packSizeBits)
+			p.setAddr(addr&(1<<streamShift-1) | uint64(stream)<<streamShift)
 		}
 	}
 }
@@ -191,8 +232,8 @@ func (a *eventArena) appendArena(t *eventArena, ctx func(Context) Context) {
 	if len(t.wide) > 0 {
 		for _, c := range src {
 			for j := range c {
-				if c[j].addr == packWideAddr {
-					c[j].size += uint64(len(a.wide))
+				if p := &c[j]; p.addr() == packWideAddr {
+					p.setSize(p.size() + uint64(len(a.wide)))
 				}
 			}
 		}
@@ -200,6 +241,9 @@ func (a *eventArena) appendArena(t *eventArena, ctx func(Context) Context) {
 	}
 	for _, i := range t.others {
 		a.others = append(a.others, a.n+i)
+	}
+	for _, e := range t.epochs {
+		a.setEpoch(a.n+e.start, e.high)
 	}
 	// Fill a's last chunk, then shift t's events down by as many, chunk by
 	// chunk: a chunk takes the rest of its own events and the head of the
@@ -232,7 +276,7 @@ func (a *eventArena) appendArena(t *eventArena, ctx func(Context) Context) {
 }
 
 func (a *eventArena) at(i int) Event {
-	return a.unpack(&a.chunks[i>>eventChunkBits][i&(eventChunkLen-1)])
+	return a.unpack(&a.chunks[i>>eventChunkBits][i&(eventChunkLen-1)], i)
 }
 
 func (a *eventArena) context(i int) Context {

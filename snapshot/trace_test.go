@@ -8,11 +8,11 @@ import (
 	"unsafe"
 )
 
-// Events are kept in 24 bytes; contexts other than the first event's live
+// Events are kept in 20 bytes; contexts other than the first event's live
 // in a column that only chunks holding such an event pay for.
 func TestTraceContexts(t *testing.T) {
-	if n := unsafe.Sizeof(packedEvent{}); n != 24 {
-		t.Errorf("a packed event is %d bytes, want 24", n)
+	if n := unsafe.Sizeof(packedEvent{}); n != 20 {
+		t.Errorf("a packed event is %d bytes, want 20", n)
 	}
 	first, compiled, tagged := Context{CompileContext: 1}, Context{CompileContext: 2}, Context{CompileContext: 1, UserMetadata: 3}
 	n := 2*eventChunkLen + 10
@@ -77,7 +77,8 @@ func TestEventPacking(t *testing.T) {
 // A tail's arena joins the head's with every event renumbered and in place:
 // across chunk boundaries, with events kept whole in either arena, an event
 // that renumbering makes too wide to pack, and contexts that differ from
-// the head's (which take the event-by-event path).
+// the head's (which take the event-by-event path). Times cross epochs (their
+// high 32 bits change) in either arena and at the join, and go back.
 func TestAppendArena(t *testing.T) {
 	stackOf := func(s StackID) StackID {
 		if s == 7 {
@@ -98,7 +99,10 @@ func TestAppendArena(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			event := func(i int) Event {
-				e := Event{Addr: uint64(i) * 512, Size: 512, TimeUS: int64(i), Stack: StackID(i % 11), Stream: StreamID(i % 2), Action: ActionAlloc}
+				e := Event{Addr: uint64(i) * 512, Size: 512, TimeUS: int64(i/40000)<<32 | int64(i), Stack: StackID(i % 11), Stream: StreamID(i % 2), Action: ActionAlloc}
+				if i%5003 == 5 {
+					e.TimeUS = -int64(i) // an epoch of one event
+				}
 				if i%1000 == 1 {
 					e.Size = 1 << 41 // kept whole
 				}

@@ -3,8 +3,6 @@ package pickle
 import (
 	"errors"
 	"slices"
-
-	"github.com/vramscope/vramscope/internal/hugepage"
 )
 
 // memo is the pickle memo: an id -> value table that only grows. A 1 GB
@@ -79,7 +77,6 @@ func (m *memo) forkAt(n uint64) memo {
 	if k := n & (memoChunkLen - 1); k > 0 {
 		own := make([]uint32, k, max(k, min(2*k, memoChunkLen)))
 		copy(own, m.chunks[full][:k])
-		hugepage.Advise(own)
 		f.chunks = append(f.chunks, own)
 		f.chunkBytes = 4 * int64(cap(own))
 	}
@@ -87,7 +84,11 @@ func (m *memo) forkAt(n uint64) memo {
 }
 
 const (
-	memoChunkBits = 20 // 4 MiB chunks: each holds a whole 2 MiB huge page
+	// 1 MiB chunks: each part of a split decode leaves its last one partly
+	// empty, and each tail copies the one its fork starts in (forkAt), so
+	// on 16 cores 4 MiB chunks held 70 MB more at the decode's peak
+	// (snapshot/trace.go's eventChunkBits says what that cost).
+	memoChunkBits = 18
 	memoChunkLen  = 1 << memoChunkBits
 	payloadBits   = 27
 	payloadMask   = 1<<payloadBits - 1
@@ -199,7 +200,6 @@ func (m *memo) put(i uint64, v Value) error {
 				c = 256 // small pickles stay small; the first chunk grows
 			}
 			ch := make([]uint32, 0, c)
-			hugepage.Advise(ch)
 			m.chunks = append(m.chunks, ch)
 			m.chunkBytes += 4 * int64(c)
 		}

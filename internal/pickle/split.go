@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-
-	"github.com/vramscope/vramscope/internal/hugepage"
 )
 
 // Decoding one stream on several cores.
@@ -112,7 +110,6 @@ func Join(walkers []*Decoder, tr []func(Value) Value) (*Decoder, []uint64, error
 	j := &Decoder{lim: w0.lim, proto: w0.proto, shared: w0.shared, stop: -1}
 	for c := uint64(0); c*memoChunkLen < n; c++ {
 		ch := make([]uint32, min(memoChunkLen, n-c*memoChunkLen))
-		hugepage.Advise(ch)
 		j.memo.chunks = append(j.memo.chunks, ch)
 	}
 	j.memo.n = n
