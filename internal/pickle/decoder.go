@@ -532,7 +532,7 @@ func (d *Decoder) fast() error {
 		limit = min(limit, int(d.stop-d.base)-1)
 	}
 	m := &d.memo
-	direct := m.direct()
+	direct, frozen := m.direct(), m.frozenLen()
 	for pos <= limit {
 		switch fastClass[buf[pos]] {
 		case fcBinGet, fcLongBinGet:
@@ -547,7 +547,12 @@ func (d *Decoder) fast() error {
 			if id >= direct {
 				goto out
 			}
-			u := m.chunks[id>>memoChunkBits][id&(memoChunkLen-1)]
+			var u uint32
+			if id < frozen {
+				u = m.frozen.at(id)
+			} else {
+				u = m.chunks[id>>memoChunkBits][id&(memoChunkLen-1)]
+			}
 			pk := u >> payloadBits
 			if pk == uint32(KindRef) || pk == packedWide {
 				goto out

@@ -22,6 +22,10 @@ type memo struct {
 	// shared is how many ids from 0 on sit in chunks that forked memos
 	// share (fork): none of them may change.
 	shared uint64
+	// frozen, if not nil, holds ids 0..shared-1 (Join's memo, and the
+	// tails forked from it), whose chunks are then nil but the one holding
+	// id shared.
+	frozen *frozenMemo
 	// chunkBytes is the capacity in bytes of the chunks this memo owns,
 	// for the budget: shared ones count for the memo that made them.
 	chunkBytes int64
@@ -67,16 +71,26 @@ func (m *memo) tailOf(i uint64) int {
 
 // forkAt returns a memo that starts as m's first n entries: the tails of
 // a split decode each go on from the walk's memo where they start
-// (split.go). The full chunks are shared, not copied (a 1 GB snapshot's
-// memo is 120 MB); the one holding entry n, which the fork appends to, is
-// copied. A store into an id below n is refused in both.
+// (split.go). The entries are shared, not copied (a 1 GB snapshot's memo
+// is 120 MB): m's frozen ones, or else its full chunks, of which the one
+// holding entry n, which the fork appends to, is copied. A store into an
+// id below n is refused in both.
 func (m *memo) forkAt(n uint64) memo {
 	full := n >> memoChunkBits
-	f := memo{chunks: slices.Clone(m.chunks[:full]), n: n, wide: slices.Clone(m.wide), shared: n}
-	m.shared = max(m.shared, n)
+	f := memo{n: n, wide: slices.Clone(m.wide), shared: n, frozen: m.frozen}
+	if m.frozen != nil {
+		f.chunks = make([][]uint32, full, full+1) // nil: read from frozen
+	} else {
+		f.chunks = slices.Clone(m.chunks[:full])
+		m.shared = max(m.shared, n)
+	}
 	if k := n & (memoChunkLen - 1); k > 0 {
+		// A frozen fork's ids below n in this chunk are read from frozen
+		// too; Splice fills them with the head's.
 		own := make([]uint32, k, max(k, min(2*k, memoChunkLen)))
-		copy(own, m.chunks[full][:k])
+		if m.frozen == nil {
+			copy(own, m.chunks[full][:k])
+		}
 		f.chunks = append(f.chunks, own)
 		f.chunkBytes = 4 * int64(cap(own))
 	}
@@ -164,6 +178,14 @@ func (m *memo) countChunks() {
 	}
 }
 
+// frozenLen is how many ids from 0 on m.frozen holds.
+func (m *memo) frozenLen() uint64 {
+	if m.frozen == nil {
+		return 0
+	}
+	return m.shared
+}
+
 // len is Python's len(memo): the id the next MEMOIZE uses.
 func (m *memo) len() uint64 { return m.n + uint64(len(m.sparse)) }
 
@@ -221,6 +243,9 @@ func (m *memo) put(i uint64, v Value) error {
 
 func (m *memo) get(i uint64) (Value, bool) {
 	if i < m.n {
+		if i < m.frozenLen() {
+			return m.unpack(m.frozen.at(i)), true
+		}
 		if i >= m.direct() {
 			if k := m.tailOf(i); k >= 0 {
 				return m.tails[k].value(*m.slot(i)), true

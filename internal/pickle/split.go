@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Decoding one stream on several cores.
@@ -108,45 +110,61 @@ func Join(walkers []*Decoder, tr []func(Value) Value) (*Decoder, []uint64, error
 	}
 	w0 := walkers[0]
 	j := &Decoder{lim: w0.lim, proto: w0.proto, shared: w0.shared, stop: -1}
-	for c := uint64(0); c*memoChunkLen < n; c++ {
-		ch := make([]uint32, min(memoChunkLen, n-c*memoChunkLen))
-		j.memo.chunks = append(j.memo.chunks, ch)
-	}
-	j.memo.n = n
-	j.memo.countChunks()
-	// Each walker's entries go to their own ids, on a goroutine of their
-	// own, most of them as they are packed: a placeholder's id moves by
-	// the stretch's first id (n fits the payload), strings go through
-	// tr, and a value too wide to pack (rare) takes the lock of the table
-	// of wide ones.
+	f := &frozenMemo{n: n, chunks: make([]frozenChunk, (n+memoChunkLen-1)/memoChunkLen)}
+	// The chunks are frozen on a goroutine a core, each taking the next
+	// chunk. Most entries move as they are packed: a placeholder's id
+	// moves by its stretch's first id (n fits the payload), strings go
+	// through tr, and a value too wide to pack (rare) takes the lock of
+	// the table of wide ones.
 	var mu sync.Mutex
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for k, w := range walkers {
+	for range min(runtime.GOMAXPROCS(0), len(f.chunks)) {
 		wg.Go(func() {
-			for i := range w.memo.n {
-				u := *w.memo.slot(i)
-				switch u >> payloadBits {
-				case uint32(KindForeign):
-					u += uint32(first[k])
-				case uint32(KindString), uint32(KindBytes), packedWide:
-					v := w.memo.unpack(u)
-					if tr[k] != nil {
-						v = tr[k](v)
-					}
-					var ok bool
-					if u, ok = packNarrow(v); !ok {
-						mu.Lock()
-						u = j.memo.pack(v)
-						mu.Unlock()
-					}
+			us := make([]uint32, memoChunkLen)
+			for {
+				c := next.Add(1) - 1
+				if c >= int64(len(f.chunks)) {
+					return
 				}
-				*j.memo.slot(first[k] + i) = u
+				lo := uint64(c) * memoChunkLen
+				us := us[:min(memoChunkLen, n-lo)]
+				k := 0
+				for x := range us {
+					id := lo + uint64(x)
+					for id >= first[k]+walkers[k].memo.n {
+						k++
+					}
+					w := walkers[k]
+					u := *w.memo.slot(id - first[k])
+					switch u >> payloadBits {
+					case uint32(KindForeign):
+						u += uint32(first[k])
+					case uint32(KindString), uint32(KindBytes), packedWide:
+						v := w.memo.unpack(u)
+						if tr[k] != nil {
+							v = tr[k](v)
+						}
+						var ok bool
+						if u, ok = packNarrow(v); !ok {
+							mu.Lock()
+							u = j.memo.pack(v)
+							mu.Unlock()
+						}
+					}
+					us[x] = u
+				}
+				f.chunks[c] = freezeChunk(lo, us)
 			}
-			w.memo = memo{}
-			w.LeaveBudget()
 		})
 	}
 	wg.Wait()
+	for _, w := range walkers {
+		w.memo = memo{}
+		w.LeaveBudget()
+	}
+	j.memo.n, j.memo.shared, j.memo.frozen = n, n, f
+	j.memo.chunkBytes = f.bytes()
 	if len(j.memo.wide) >= payloadMask {
 		return nil, nil, errMemoFull
 	}

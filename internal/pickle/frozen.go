@@ -1,0 +1,70 @@
+package pickle
+
+import "math/bits"
+
+// frozenMemo is a memo's first n entries, read-only, in less memory: the
+// memo that Join makes, which every tail of a split decode reads below its
+// start (forkAt). Most of a joined memo's entries are walkers' placeholders
+// for containers (two of three on the 996 MB bench file: each trace
+// entry's dict and frames list), and a placeholder is KindForeign with its
+// own id: a bit says so. The other entries are packed in order, found by a
+// count of the entries before them that are not placeholders. 46 MB
+// instead of 109 on the bench file, which a 16-core decode holds beside the
+// tails' own memos at its peak.
+type frozenMemo struct {
+	n      uint64
+	chunks []frozenChunk // memoChunkLen ids each
+}
+
+type frozenChunk struct {
+	foreign []uint64 // a bit per id: a placeholder
+	before  []uint32 // per word of foreign, the entries before it that are not
+	values  []uint32 // the entries that are not placeholders, packed
+}
+
+// placeholder is the packed KindForeign value with payload id.
+func placeholder(id uint64) uint32 { return uint32(KindForeign)<<payloadBits | uint32(id) }
+
+// freezeChunk packs the entries us, ids lo.. of one chunk, into c.
+func freezeChunk(lo uint64, us []uint32) frozenChunk {
+	words := (len(us) + 63) / 64
+	c := frozenChunk{foreign: make([]uint64, words), before: make([]uint32, words)}
+	kept := 0
+	for j, u := range us {
+		if u == placeholder(lo+uint64(j)) {
+			c.foreign[j/64] |= 1 << (j % 64)
+		} else {
+			kept++
+		}
+	}
+	c.values = make([]uint32, 0, kept)
+	for j, u := range us {
+		if j%64 == 0 {
+			c.before[j/64] = uint32(len(c.values))
+		}
+		if c.foreign[j/64]&(1<<(j%64)) == 0 {
+			c.values = append(c.values, u)
+		}
+	}
+	return c
+}
+
+// at is entry i, packed; i < f.n.
+func (f *frozenMemo) at(i uint64) uint32 {
+	c := &f.chunks[i>>memoChunkBits]
+	j := i & (memoChunkLen - 1)
+	w, bit := c.foreign[j/64], uint64(1)<<(j%64)
+	if w&bit != 0 {
+		return placeholder(i)
+	}
+	return c.values[c.before[j/64]+uint32(bits.OnesCount64(^w&(bit-1)))]
+}
+
+// bytes is what f holds.
+func (f *frozenMemo) bytes() int64 {
+	var n int64
+	for _, c := range f.chunks {
+		n += 8*int64(cap(c.foreign)) + 4*int64(cap(c.before)+cap(c.values))
+	}
+	return n
+}

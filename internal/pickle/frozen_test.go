@@ -1,0 +1,51 @@
+package pickle
+
+import "testing"
+
+// A frozen memo gives back every entry as it was packed: placeholders
+// (KindForeign with their own id) by a bit, anything else, a placeholder
+// for another id included, from its packed values.
+func TestFrozenMemo(t *testing.T) {
+	str := func(n uint32) uint32 { return uint32(KindString)<<payloadBits | n }
+	for _, tc := range []struct {
+		name  string
+		n     int
+		entry func(id uint64) uint32
+		kept  int // entries of the first chunk that are not placeholders
+	}{
+		{"trace entries: a dict, a string, a list", 300, func(id uint64) uint32 {
+			if id%3 == 1 {
+				return str(7)
+			}
+			return placeholder(id)
+		}, 100},
+		{"no placeholders", 130, func(id uint64) uint32 { return str(uint32(id)) }, 130},
+		{"only placeholders", 65, placeholder, 0},
+		{"another id's placeholder", 70, func(id uint64) uint32 { return placeholder(id ^ 1) }, 70},
+		{"two chunks", memoChunkLen + 5, func(id uint64) uint32 {
+			if id%64 == 63 {
+				return placeholder(id)
+			}
+			return uint32(KindInt)<<payloadBits | uint32(id%1000)
+		}, memoChunkLen - memoChunkLen/64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &frozenMemo{n: uint64(tc.n)}
+			for lo := 0; lo < tc.n; lo += memoChunkLen {
+				us := make([]uint32, min(memoChunkLen, tc.n-lo))
+				for j := range us {
+					us[j] = tc.entry(uint64(lo + j))
+				}
+				f.chunks = append(f.chunks, freezeChunk(uint64(lo), us))
+			}
+			for i := range uint64(tc.n) {
+				if got, want := f.at(i), tc.entry(i); got != want {
+					t.Fatalf("entry %d: %#x, want %#x", i, got, want)
+				}
+			}
+			if got := len(f.chunks[0].values); got != tc.kept {
+				t.Errorf("first chunk keeps %d values, want %d", got, tc.kept)
+			}
+		})
+	}
+}
