@@ -200,6 +200,7 @@ func (r *replayer) placeSegment(i int, e snapshot.Event, info segmentInfo) int {
 func (r *replayer) account(next int32, full <-chan placedBatch, empty chan<- []int64) {
 	t := r.t
 	cur := t.Initial
+	n := t.Len()
 	for b := range full {
 		rare := b.rare
 		for j, w := range b.words {
@@ -274,6 +275,11 @@ func (r *replayer) account(next int32, full <-chan placedBatch, empty chan<- []i
 				t.allocated.set(i, cur.Allocated)
 				t.waste.set(i, cur.Allocated-cur.Requested)
 				t.active.set(i, cur.Active)
+			}
+			if endsBlock(i, n) {
+				t.allocated.seal(i)
+				t.waste.seal(i)
+				t.active.seal(i)
 			}
 		}
 		empty <- b.words[:cap(b.words)]
