@@ -89,5 +89,5 @@ func BenchmarkGrownReplay(b *testing.B) {
 
 // seriesBytes is the size of s's arrays.
 func seriesBytes(s *series) int {
-	return len(s.blocks)*int(unsafe.Sizeof(seriesBlock{})) + 2*len(s.low) + 2*len(s.high) + 8*len(s.wide)
+	return len(s.blocks)*int(unsafe.Sizeof(seriesBlock{})) + 2*len(s.high) + 8*len(s.wide)
 }
