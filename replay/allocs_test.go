@@ -4,6 +4,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/vramscope/vramscope/allocator"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
@@ -56,7 +57,49 @@ func TestAllocationRecords(t *testing.T) {
 		t.Errorf("%d allocations in the side table, want 3", len(tl.full))
 	}
 	checkFinal(t, sn, tl)
-	if size := unsafe.Sizeof(allocRecord{}); size != 20 {
-		t.Errorf("allocRecord takes %d bytes, want 20", size)
+	if size := unsafe.Sizeof(allocRecord{}); size != 16 {
+		t.Errorf("allocRecord takes %d bytes, want 16", size)
+	}
+}
+
+// TestNewRecord packs traced blocks up to the limits of a record's size
+// and pool fields and keeps the others whole.
+func TestNewRecord(t *testing.T) {
+	const maxUnits = 1<<unitBits - 1
+	tests := []struct {
+		name   string
+		size   uint64
+		pool   int
+		origin Origin
+		full   bool
+	}{
+		{"512 bytes", 512, 0, Traced, false},
+		{"64 GiB less 512 bytes, last pool", maxUnits << allocator.MinBlockBits, 1<<poolBits - 1, Traced, false},
+		{"64 GiB", 64 << 30, 0, Traced, true},
+		{"not whole units", 1000, 0, Traced, true},
+		{"pool past the field", 512, 1 << poolBits, Traced, true},
+		{"from the snapshot", 512, 0, FromSnapshot, true},
+		{"from a free", 512, 0, FromFree, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := Allocation{Size: tt.size, Start: 3, Free: 5, End: LiveAtEnd, Origin: tt.origin}
+			r := newRecord(&a, tt.pool, 7)
+			if r.start != a.Start || r.free != a.Free || r.end != a.End {
+				t.Errorf("events %d, %d, %d, want %d, %d, %d", r.start, r.free, r.end, a.Start, a.Free, a.End)
+			}
+			if r.full() != tt.full {
+				t.Fatalf("full %v, want %v", r.full(), tt.full)
+			}
+			if tt.full {
+				if r.fullIndex() != 7 {
+					t.Errorf("full index %d, want 7", r.fullIndex())
+				}
+				return
+			}
+			if size := uint64(r.units()) << allocator.MinBlockBits; size != tt.size || r.pool() != tt.pool {
+				t.Errorf("size %d, pool %d, want %d, %d", size, r.pool(), tt.size, tt.pool)
+			}
+		})
 	}
 }

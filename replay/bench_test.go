@@ -1,8 +1,11 @@
 package replay
 
 import (
+	"path/filepath"
 	"testing"
+	"unsafe"
 
+	"github.com/vramscope/vramscope/internal/testutil"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
@@ -50,4 +53,41 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/event")
+}
+
+// BenchmarkGrownReplay replays the 1 GB grown snapshots that bench/run.sh
+// makes in bench/out (absent from a checkout: it skips then), and reports
+// the Timeline's bytes: the series and the allocation records, which
+// issue 15 wants smaller.
+func BenchmarkGrownReplay(b *testing.B) {
+	paths, _ := filepath.Glob(filepath.Join("..", "bench", "out", "grown_*_1000mb.pickle"))
+	if len(paths) == 0 {
+		b.Skip("no bench/out/grown_*_1000mb.pickle: bench/run.sh makes them")
+	}
+	for _, path := range paths {
+		b.Run(filepath.Base(path), func(b *testing.B) {
+			sn := testutil.Snapshot(b, path)
+			var tl *Timeline
+			for b.Loop() {
+				var err error
+				if tl, err = Device(sn, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := float64(tl.Len())
+			series := seriesBytes(&tl.allocated) + seriesBytes(&tl.active) + seriesBytes(&tl.waste)
+			records := len(tl.allocs)*int(unsafe.Sizeof(allocRecord{})) + len(tl.full)*int(unsafe.Sizeof(Allocation{}))
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/event")
+			b.ReportMetric(float64(series)/n, "series-B/event")
+			b.ReportMetric(float64(series)/1e6, "series-MB")
+			b.ReportMetric(float64(records)/1e6, "records-MB")
+			b.Logf("%d events, %d allocations (%d full); series: allocated %d, active %d, waste %d bytes", tl.Len(), len(tl.allocs), len(tl.full),
+				seriesBytes(&tl.allocated), seriesBytes(&tl.active), seriesBytes(&tl.waste))
+		})
+	}
+}
+
+// seriesBytes is the size of s's arrays.
+func seriesBytes(s *series) int {
+	return len(s.blocks)*int(unsafe.Sizeof(seriesBlock{})) + 2*len(s.high) + 8*len(s.wide)
 }

@@ -140,7 +140,7 @@ func (r *replayer) placeAlloc(i int, e snapshot.Event, known uint64, k int32, ne
 	}
 	r.blocks.set(e.Addr, r.newBlockRef(k, size))
 	rec := newRecord(&Allocation{Size: size, Start: int32(i), Free: LiveAtEnd, End: LiveAtEnd, Origin: Traced}, pool, *nextFull)
-	if rec.full {
+	if rec.full() {
 		*nextFull++
 	}
 	r.t.allocs[k] = rec
@@ -200,6 +200,7 @@ func (r *replayer) placeSegment(i int, e snapshot.Event, info segmentInfo) int {
 func (r *replayer) account(next int32, full <-chan placedBatch, empty chan<- []int64) {
 	t := r.t
 	cur := t.Initial
+	n := t.Len()
 	for b := range full {
 		rare := b.rare
 		for j, w := range b.words {
@@ -219,7 +220,7 @@ func (r *replayer) account(next int32, full <-chan placedBatch, empty chan<- []i
 					size, p = ra.size, ra.pool
 				}
 				pool = p
-				if t.allocs[next].full {
+				if t.allocs[next].full() {
 					t.full = append(t.full, Allocation{
 						Addr: e.Addr, Size: size, Requested: e.Size, Pool: t.Pools[pool],
 						Start: int32(i), Free: LiveAtEnd, End: LiveAtEnd,
@@ -275,6 +276,11 @@ func (r *replayer) account(next int32, full <-chan placedBatch, empty chan<- []i
 				t.waste.set(i, cur.Allocated-cur.Requested)
 				t.active.set(i, cur.Active)
 			}
+			if endsBlock(i, n) {
+				t.allocated.seal(i)
+				t.waste.seal(i)
+				t.active.seal(i)
+			}
 		}
 		empty <- b.words[:cap(b.words)]
 	}
@@ -301,10 +307,10 @@ func (t *Timeline) markFreed(r *allocRecord, i int, d *Sample) {
 
 // recordPool is rec's pool index.
 func (r *replayer) recordPool(rec *allocRecord) int {
-	if rec.full {
-		return r.poolIndex(r.t.full[rec.units].Pool)
+	if rec.full() {
+		return r.poolIndex(r.t.full[rec.fullIndex()].Pool)
 	}
-	return int(rec.pool)
+	return rec.pool()
 }
 
 // blockRef is what the placer keeps of an active block: its allocation's

@@ -1,38 +1,83 @@
 package replay
 
 import (
-	"github.com/vramscope/vramscope/allocator"
+	"slices"
 	"testing"
 
+	"github.com/vramscope/vramscope/allocator"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
-// TestSeries stores values the way run does (put, then set where put
-// refuses) and reads every one back: a value that does not fit moves the
-// whole series, earlier values included, to int64s.
+// writeSeries writes values the way run does: put, then set where put
+// refuses, and a seal after each block's last event.
+func writeSeries(shift uint8, values []int64) series {
+	s := newSeries(len(values), shift)
+	for i, v := range values {
+		if !s.put(i, v) {
+			s.set(i, v)
+		}
+		if endsBlock(i, len(values)) {
+			s.seal(i)
+		}
+	}
+	return s
+}
+
+// steps returns n values, from first on, that go up by step at each event.
+func steps(n int, first, step int64) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = first + int64(i)*step
+	}
+	return out
+}
+
+// with returns values with values[i] = v.
+func with(values []int64, i int, v int64) []int64 {
+	values = slices.Clone(values)
+	values[i] = v
+	return values
+}
+
+// TestSeries writes series and reads every value back: blocks of offsets
+// that fit in 16 bits, blocks that keep high halves, partial last blocks,
+// and values that do not fit, which move the whole series, earlier values
+// (sealed or staged) included, to int64s.
 func TestSeries(t *testing.T) {
+	const unit = 1 << allocator.MinBlockBits
 	tests := []struct {
 		name   string
 		shift  uint8
 		values []int64
-		narrow bool // still uint32s after the last value
+		// highs is the number of blocks with high halves; -1: the series
+		// ends wide.
+		highs int
 	}{
-		{"block sizes", allocator.MinBlockBits, []int64{0, 512, 3 * 512, 1 << 40, (1<<32 - 1) << allocator.MinBlockBits, 0}, true},
-		{"not a multiple of 512", allocator.MinBlockBits, []int64{512, 1024, 1536 + 1, 2048, 512}, false},
-		{"2^32 units", allocator.MinBlockBits, []int64{512, 1 << 41, 512}, false},
-		{"negative", allocator.MinBlockBits, []int64{512, -512, 0}, false},
-		{"requested gaps", 0, []int64{0, 1, 511, 1<<32 - 1, 7}, true},
-		{"negative requested gap", 0, []int64{3, -1, 7}, false},
-		{"requested gap of 2^32", 0, []int64{3, 1 << 32, 7}, false},
+		{"no events", allocator.MinBlockBits, nil, 0},
+		{"1 event", allocator.MinBlockBits, []int64{7 * unit}, 0},
+		{"31 events", allocator.MinBlockBits, steps(31, 1<<40, -1000*unit), 0},
+		{"32 events", allocator.MinBlockBits, steps(32, 0, 2000*unit), 0},
+		{"33 events", allocator.MinBlockBits, steps(33, 5*unit, 2000*unit), 0},
+		{"block sizes", allocator.MinBlockBits, []int64{0, 512, 3 * 512, 1 << 40, (1<<32 - 1) << allocator.MinBlockBits, 0}, 1},
+		{"range of 2^16-1 units", allocator.MinBlockBits, []int64{10 * unit, (10 + 1<<16 - 1) * unit, 10 * unit}, 0},
+		{"range of 2^16 units", allocator.MinBlockBits, []int64{10 * unit, (10 + 1<<16) * unit, 10 * unit}, 1},
+		{"second block of three does not fit", allocator.MinBlockBits, with(steps(96, 1<<30, unit), 40, 1<<40), 1},
+		{"whole blocks do not fit, the last 4 events do", allocator.MinBlockBits, steps(100, 0, 3000*unit), 3},
+		{"range of 2^32-1 in one block", 0, []int64{1<<32 - 1, 0, 1<<31 + 5}, 1},
+		{"not a multiple of 512", allocator.MinBlockBits, []int64{512, 1024, 1536 + 1, 2048, 512}, -1},
+		{"2^32 units", allocator.MinBlockBits, []int64{512, 1 << 41, 512}, -1},
+		{"negative", allocator.MinBlockBits, []int64{512, -512, 0}, -1},
+		{"wide at the first event", allocator.MinBlockBits, with(steps(40, 0, unit), 0, 1), -1},
+		{"wide in the middle of the second block", allocator.MinBlockBits, with(steps(70, 0, 3000*unit), 45, -unit), -1},
+		{"wide at a block boundary", allocator.MinBlockBits, with(steps(70, 0, 3000*unit), 32, 1<<45), -1},
+		{"wide at the last event", allocator.MinBlockBits, with(steps(33, 0, unit), 32, unit+1), -1},
+		{"requested gaps", 0, []int64{0, 1, 511, 1<<32 - 1, 7}, 1},
+		{"negative requested gap", 0, []int64{3, -1, 7}, -1},
+		{"requested gap of 2^32", 0, []int64{3, 1 << 32, 7}, -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newSeries(len(tt.values), tt.shift)
-			for i, v := range tt.values {
-				if !s.put(i, v) {
-					s.set(i, v)
-				}
-			}
+			s := writeSeries(tt.shift, tt.values)
 			if s.len() != len(tt.values) {
 				t.Fatalf("len %d, want %d", s.len(), len(tt.values))
 			}
@@ -41,8 +86,12 @@ func TestSeries(t *testing.T) {
 					t.Errorf("at(%d) = %d, want %d", i, got, v)
 				}
 			}
-			if narrow := s.wide == nil; narrow != tt.narrow {
-				t.Errorf("narrow %v, want %v", narrow, tt.narrow)
+			highs := -1
+			if s.wide == nil {
+				highs = len(s.high)/blockLen - 1
+			}
+			if highs != tt.highs {
+				t.Errorf("%d blocks with high halves (-1: wide), want %d", highs, tt.highs)
 			}
 		})
 	}

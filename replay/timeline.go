@@ -172,8 +172,9 @@ type Timeline struct {
 	// Allocated and active change on most events: dense, in 512-byte
 	// units. Requested is kept as waste, allocated minus requested (the
 	// rounding inside allocated blocks: small, and not negative on real
-	// traces), in bytes. 12 bytes per event for the three. Reserved changes only on
-	// segment events: a step list.
+	// traces), in bytes. 7-9 bytes per event for the three on real
+	// traces (see series). Reserved changes only on segment events: a
+	// step list.
 	allocated, active, waste series
 	reserved                 []reservedStep
 	// poolInitial and poolSteps follow the private pools (Pools[1:]); the
