@@ -36,7 +36,7 @@ type periodSite struct {
 type allocSeq struct {
 	// Sites are numbered in order of first occurrence.
 	site  []int32 // per allocation
-	event []int   // per allocation: its event index
+	event []int32 // per allocation: its event index
 	// Per site: occurrences, the positions (in site) of the first and
 	// last, and the stack.
 	count       []int
@@ -67,7 +67,7 @@ func newAllocSeq(tr snapshot.Trace) *allocSeq {
 		s.count[id]++
 		s.last[id] = len(s.site)
 		s.site = append(s.site, id)
-		s.event = append(s.event, i)
+		s.event = append(s.event, int32(i))
 	}
 	return s
 }
@@ -140,7 +140,7 @@ func (s *allocSeq) steps(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.F
 	var starts []int
 	for p, site := range s.site {
 		if int(site) == c.anchor {
-			starts = append(starts, s.event[p])
+			starts = append(starts, int(s.event[p]))
 		}
 	}
 	steps := make([]Step, len(starts))
