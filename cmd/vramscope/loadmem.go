@@ -58,13 +58,14 @@ func newMemoryGate(max int64, limitHeap bool) *memoryGate {
 
 // The memory limit is heapPerByte bytes per byte of the raw pickles
 // loading, plus heapBase for the rest of the process and the digests
-// kept. Analyze holds 0.48 bytes live per byte of the 996 MB bench file at
-// its peak (481 MB after a collection): a limit of 0.5 GiB kept its RSS at
-// 0.53 of the file for 47% more CPU time (the collector runs again and
-// again), one of 560 MiB at 0.58 for none.
+// kept. Analyze holds 0.43 bytes live per byte of the 996 MB bench file at
+// its peak (427 MB after a collection, on 16 cores; 0.39 on a 1 GB
+// generate() trace): under a limit of 476 MB its RSS stays under half the
+// file (bench/RESULTS.md), the process holding about 20 MB the limit does
+// not count.
 const (
-	heapPerByte = 0.5
-	heapBase    = 80 << 20
+	heapPerByte = 0.44
+	heapBase    = 36 << 20
 )
 
 // heapFor is what loading a snapshot of raw bytes holds live, as the
