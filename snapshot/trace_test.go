@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -43,7 +44,9 @@ func TestTraceContexts(t *testing.T) {
 }
 
 // Every event comes back as it was pushed; those whose values do not fit
-// the packed layout are kept whole, and only those.
+// the packed layout are kept whole, and only those. The arena's first
+// event is at 3 us, unless the time of the case's own is 2**32 us or more:
+// then 3 us into that one's epoch.
 func TestEventPacking(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -51,16 +54,22 @@ func TestEventPacking(t *testing.T) {
 		wide bool
 	}{
 		{"alloc", Event{Addr: 0x7f3a_1c00_0000, Size: 20 << 20, TimeUS: 1795272266498364, Stack: 41, Stream: 3, Action: ActionAlloc}, false},
-		{"largest narrow", Event{Addr: 1<<48 - 1, Size: 1<<40 - 1, TimeUS: -1, Stack: 1<<24 - 1, Stream: 1<<12 - 1, Action: ActionOOM}, false},
+		{"largest narrow: 15 epochs on", Event{Addr: 1<<48 - 1, Size: 1<<40 - 1, TimeUS: 15<<32 | 1<<32 - 1, Stack: 1<<24 - 1, Stream: 1<<8 - 1, Action: ActionOOM}, false},
+		{"time 16 epochs on", Event{Addr: 4096, Size: 512, TimeUS: 16 << 32, Action: ActionAlloc}, true},
+		{"time before the first event's epoch", Event{Addr: 4096, Size: 512, TimeUS: -1, Action: ActionAlloc}, true},
 		{"no time, no stack", Event{Action: ActionSnapshot, Stack: NoStack}, false},
 		{"address past 48 bits", Event{Addr: 1 << 48, Size: 512, Action: ActionFreeCompleted}, true},
 		{"size of 1 TiB", Event{Addr: 4096, Size: 1 << 40, Action: ActionSegmentAlloc}, true},
 		{"stack past 24 bits", Event{Addr: 4096, Size: 512, Stack: 1 << 24, Action: ActionAlloc}, true},
-		{"stream past 12 bits", Event{Addr: 4096, Size: 512, Stream: 1 << 12, Action: ActionAlloc}, true},
+		{"stream past 8 bits", Event{Addr: 4096, Size: 512, Stream: 1 << 8, Action: ActionAlloc}, true},
 		{"unknown action", Event{Addr: 4096, Action: ActionUnknown}, false},
 	} {
+		first := Event{Addr: 1, Size: 2, TimeUS: 3, Action: ActionAlloc}
+		if tc.e.TimeUS >= 1<<32 && !strings.Contains(tc.name, "epoch") {
+			first.TimeUS += tc.e.TimeUS &^ (1<<32 - 1)
+		}
 		var a eventArena
-		a.push(Event{Addr: 1, Size: 2, TimeUS: 3, Action: ActionAlloc}, Context{})
+		a.push(first, Context{})
 		a.push(tc.e, Context{})
 		if got := a.at(1); got != tc.e {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.e)
@@ -68,7 +77,7 @@ func TestEventPacking(t *testing.T) {
 		if wide := len(a.wide) == 1; wide != tc.wide {
 			t.Errorf("%s: kept whole %v, want %v", tc.name, wide, tc.wide)
 		}
-		if a.at(0) != (Event{Addr: 1, Size: 2, TimeUS: 3, Action: ActionAlloc}) {
+		if a.at(0) != first {
 			t.Errorf("%s: the event before changed to %+v", tc.name, a.at(0))
 		}
 	}
@@ -210,5 +219,33 @@ func TestTraceOthers(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("trace at %d of %d events: Others gave %v, want %v", tc.tr.off, tc.tr.n, got, tc.want)
 		}
+	}
+}
+
+// A tail whose first event is epochs after the head's keeps its times when
+// it joins: its events' epochs are counted again from the head's, and
+// those 16 or more epochs after it are kept whole.
+func TestAppendArenaRebases(t *testing.T) {
+	event := func(i int) Event {
+		return Event{Addr: uint64(i) * 512, Size: 512, TimeUS: int64(i)<<32 | 7, Action: ActionAlloc}
+	}
+	var head, tail eventArena
+	for i := range 3 {
+		head.push(event(i), Context{})
+	}
+	for i := 14; i < 18; i++ {
+		tail.push(event(i), Context{})
+	}
+	if len(tail.wide) != 0 {
+		t.Fatalf("the tail keeps %d events whole before it joins, want none", len(tail.wide))
+	}
+	head.appendArena(&tail, func(c Context) Context { return c })
+	for k, i := range []int{0, 1, 2, 14, 15, 16, 17} {
+		if got := head.at(k); got != event(i) {
+			t.Errorf("event %d: %+v, want %+v", k, got, event(i))
+		}
+	}
+	if len(head.wide) != 2 {
+		t.Errorf("%d events kept whole, want the 2 of epochs 16 and 17", len(head.wide))
 	}
 }
