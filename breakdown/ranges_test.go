@@ -7,8 +7,7 @@ import (
 
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/diagnose"
-	"github.com/vramscope/vramscope/internal/testutil"
-	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/replay/replaytest"
 )
 
 // TestClassifyInRanges checks that Classify labels every block as one
@@ -17,27 +16,20 @@ import (
 // fixture (workspaces by lifetime, optimizer steps, backward calls and
 // forwards cross the ranges' bounds).
 func TestClassifyInRanges(t *testing.T) {
-	files := testutil.Fixtures(t)
 	defer func(n int) { rangeLen = n }(rangeLen)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	split := 0
-	for _, file := range files {
-		sn := testutil.Snapshot(t, file)
-		for _, n := range sn.Devices() {
-			tl, err := replay.Device(sn, n)
-			if err != nil || tl.Len() == 0 {
-				continue
-			}
-			rangeLen = 1 << 30
-			one := Classify(sn, tl, Options{})
-			rangeLen = 7
-			many := Classify(sn, tl, Options{})
-			if !slices.Equal(one.labels, many.labels) || !slices.Equal(one.of, many.of) {
-				t.Errorf("%s device %d: labels in ranges differ from those of one range", file, n)
-			}
-			if len(one.labels) > 1 && tl.NumAllocations() > 4*7 {
-				split++
-			}
+	for d := range replaytest.Fixtures(t) {
+		sn, tl, file, n := d.Sn, d.Tl, d.File, d.Tl.Device
+		rangeLen = 1 << 30
+		one := Classify(sn, tl, Options{})
+		rangeLen = 7
+		many := Classify(sn, tl, Options{})
+		if !slices.Equal(one.labels, many.labels) || !slices.Equal(one.of, many.of) {
+			t.Errorf("%s device %d: labels in ranges differ from those of one range", file, n)
+		}
+		if len(one.labels) > 1 && tl.NumAllocations() > 4*7 {
+			split++
 		}
 	}
 	if split < 20 {
@@ -52,27 +44,21 @@ func TestStepPeaksInRanges(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	f, _ := callsite.NewFilter("", "")
 	split := 0
-	for _, file := range testutil.Fixtures(t) {
-		sn := testutil.Snapshot(t, file)
-		for _, n := range sn.Devices() {
-			tl, err := replay.Device(sn, n)
-			if err != nil || tl.Len() == 0 {
-				continue
-			}
-			steps := diagnose.DetectSteps(sn, tl, f)
-			rangeLen = 1 << 30
-			one := StepPeaks(tl, steps)
-			rangeLen = 1
-			many := StepPeaks(tl, steps)
-			if !slices.Equal(one, many) {
-				t.Errorf("%s device %d: step peaks in ranges differ from those of one range", file, n)
-			}
-			if len(one) != len(steps.Steps) {
-				t.Errorf("%s device %d: %d step peaks for %d steps", file, n, len(one), len(steps.Steps))
-			}
-			if len(one) >= 4 {
-				split++
-			}
+	for d := range replaytest.Fixtures(t) {
+		sn, tl, file, n := d.Sn, d.Tl, d.File, d.Tl.Device
+		steps := diagnose.DetectSteps(sn, tl, f)
+		rangeLen = 1 << 30
+		one := StepPeaks(tl, steps)
+		rangeLen = 1
+		many := StepPeaks(tl, steps)
+		if !slices.Equal(one, many) {
+			t.Errorf("%s device %d: step peaks in ranges differ from those of one range", file, n)
+		}
+		if len(one) != len(steps.Steps) {
+			t.Errorf("%s device %d: %d step peaks for %d steps", file, n, len(one), len(steps.Steps))
+		}
+		if len(one) >= 4 {
+			split++
 		}
 	}
 	if split < 8 {
