@@ -251,8 +251,9 @@ func (ev *Events) scan() {
 		out := &parts[p]
 		scan := diagnose.NewBackwardScan(ev.sn, ev.tr, ev.opts.Filter)
 		optim, zero := windowCursor{ws: ev.optim}, windowCursor{ws: ev.zero}
+		events := ev.tr.Cursor()
 		for i := lo; i < hi; i++ {
-			e := ev.tr.At(i)
+			e := events.At(i)
 			si := ev.info(e.Stack)
 			p := si.phase
 			if p == phaseNone || p == phaseTop {

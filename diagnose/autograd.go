@@ -80,7 +80,8 @@ func engineSite(s callsite.Site) bool {
 // asked in trace order, and a run of the engine's events is long).
 type engineScan struct {
 	sn     *snapshot.Snapshot
-	tr     snapshot.Trace
+	events *snapshot.Cursor
+	n      int // events
 	f      *callsite.Filter
 	python map[snapshot.StackID]bool
 	calls  map[snapshot.StackID]*BackwardCall
@@ -91,7 +92,7 @@ type engineScan struct {
 }
 
 func newEngineScan(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filter) *engineScan {
-	return &engineScan{sn: sn, tr: tr, f: f, python: map[snapshot.StackID]bool{}, calls: map[snapshot.StackID]*BackwardCall{}, lo: -1, hi: -1}
+	return &engineScan{sn: sn, events: tr.Cursor(), n: tr.Len(), f: f, python: map[snapshot.StackID]bool{}, calls: map[snapshot.StackID]*BackwardCall{}, lo: -1, hi: -1}
 }
 
 // during returns the backward() call that event i happened in, judged by
@@ -102,19 +103,19 @@ func (s *engineScan) during(i int) *BackwardCall {
 		return s.call
 	}
 	lo, hi := i-1, i+1
-	for lo >= 0 && !s.hasPython(s.tr.At(lo).Stack) {
+	for lo >= 0 && !s.hasPython(s.events.At(lo).Stack) {
 		lo--
 	}
-	for hi < s.tr.Len() && !s.hasPython(s.tr.At(hi).Stack) {
+	for hi < s.n && !s.hasPython(s.events.At(hi).Stack) {
 		hi++
 	}
 	s.lo, s.hi, s.call = lo, hi, nil
 	var before, after *BackwardCall
 	if lo >= 0 {
-		before = s.callOf(s.tr.At(lo).Stack)
+		before = s.callOf(s.events.At(lo).Stack)
 	}
-	if hi < s.tr.Len() {
-		after = s.callOf(s.tr.At(hi).Stack)
+	if hi < s.n {
+		after = s.callOf(s.events.At(hi).Stack)
 	}
 	switch {
 	case before != nil:

@@ -39,7 +39,7 @@ func NewBackwardScan(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filte
 // During returns the backward() call that event i happened in, or nil
 // when i has Python frames of its own or no call surrounds it.
 func (b *BackwardScan) During(i int) *BackwardCall {
-	if b.s.hasPython(b.s.tr.At(i).Stack) {
+	if b.s.hasPython(b.s.events.At(i).Stack) {
 		return nil
 	}
 	return b.s.during(i)

@@ -216,8 +216,9 @@ func newAddrScan() *addrScan { return &addrScan{index: newAddrMap[int32]()} }
 
 // run scans the block events lo..hi-1 of tr.
 func (s *addrScan) run(tr snapshot.Trace, lo, hi int) {
+	events := tr.Cursor()
 	for i := lo; i < hi; i++ {
-		e := tr.At(i)
+		e := events.At(i)
 		switch e.Action {
 		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted:
 			s.counts[e.Action]++

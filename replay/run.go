@@ -87,11 +87,12 @@ func placedAlloc(size uint64, pool int) int64 {
 func (r *replayer) place(n int, next int32, nextFull int, empty <-chan []int64, full chan<- placedBatch) {
 	defer close(full)
 	nextSeg, nextKnown := 0, 0
+	events := r.tr.Cursor()
 	for start := 0; start < n; start += placedBatchLen {
 		b := placedBatch{start: start, words: (<-empty)[:min(placedBatchLen, n-start)]}
 		for j := range b.words {
 			i := start + j
-			e := r.tr.At(i)
+			e := events.At(i)
 			var w int64
 			switch e.Action {
 			case snapshot.ActionAlloc:
@@ -201,11 +202,12 @@ func (r *replayer) account(next int32, full <-chan placedBatch, empty chan<- []i
 	t := r.t
 	cur := t.Initial
 	n := t.Len()
+	events := r.tr.Cursor()
 	for b := range full {
 		rare := b.rare
 		for j, w := range b.words {
 			i := b.start + j
-			e := r.tr.At(i)
+			e := events.At(i)
 			var d Sample
 			pool := -1
 			switch e.Action {

@@ -105,17 +105,41 @@ func (a *eventArena) packWide(e Event) packedEvent {
 // list of epochs, they cost the replay of the 996 MB bench file 0.6 s more
 // CPU time on 16 cores.
 func (a *eventArena) unpack(p *packedEvent) Event {
-	addr, size := p.addr(), p.size()
-	if addr == packWideAddr {
-		return a.wide[size]
+	if p.addr() == packWideAddr {
+		return a.wide[p.size()]
 	}
-	return Event{
-		Addr:   addr & (1<<packAddrBits - 1),
-		Size:   size & (1<<packSizeBits - 1),
-		TimeUS: int64(a.timeBase + addr>>packEpochBits<<32 | uint64(p.timeLo)),
-		Stack:  StackID(size >> packSizeBits),
-		Stream: StreamID(uint8(addr >> packStreamBits)),
-		Action: Action(addr >> packActionBits & 15),
+	var e Event
+	narrow(&e, a.timeBase, p)
+	return e
+}
+
+// narrow sets e to the event p, which is not kept in wide, whose epochs
+// count from timeBase. It is small enough to be inlined, so unpackTo,
+// which passes over many events, makes no call per event.
+func narrow(e *Event, timeBase uint64, p *packedEvent) {
+	hi, sizeHi := p.addrHi, p.sizeHi
+	e.Addr = uint64(p.addrLo) | uint64(uint16(hi))<<32
+	e.Size = uint64(p.sizeLo) | uint64(uint8(sizeHi))<<32
+	e.TimeUS = int64(timeBase + uint64(hi>>(packEpochBits-32))<<32 | uint64(p.timeLo))
+	e.Stack = StackID(sizeHi >> (packSizeBits - 32))
+	e.Stream = StreamID(uint8(hi >> (packStreamBits - 32)))
+	e.Action = Action(hi >> (packActionBits - 32) & 15)
+}
+
+// The address keeps the low 16 bits of addrHi, the size the low 8 of
+// sizeHi, as narrow reads them.
+const _ = -uint(packAddrBits-48) - uint(packSizeBits-40)
+
+// unpackTo unpacks src into dst (len(dst) >= len(src)).
+func (a *eventArena) unpackTo(dst []Event, src []packedEvent) {
+	dst = dst[:len(src)]
+	for j := range src {
+		p := &src[j]
+		if p.addr() == packWideAddr {
+			dst[j] = a.wide[p.size()]
+			continue
+		}
+		narrow(&dst[j], a.timeBase, p)
 	}
 }
 
@@ -328,6 +352,60 @@ func (t Trace) At(i int) Event {
 	return t.arena.at(t.off + i)
 }
 
+// Events fills dst with events i, i+1, ... up to len(dst) or the last
+// one (0 <= i <= Len), and returns the filled part. The passes over every
+// event read them so, a block at a time: an event unpacked by At is a
+// call, one by Events is not (19 ns against 4 per event in a loop over the
+// 996 MB bench file's 11.4 M events).
+func (t Trace) Events(dst []Event, i int) []Event {
+	if uint(i) > uint(t.n) {
+		panic("snapshot: trace index out of range")
+	}
+	dst = dst[:min(len(dst), t.n-i)]
+	for got, k := 0, t.off+i; got < len(dst); {
+		c := t.arena.chunks[k>>eventChunkBits][k&(eventChunkLen-1):]
+		c = c[:min(len(c), len(dst)-got)]
+		t.arena.unpackTo(dst[got:], c)
+		got += len(c)
+		k += len(c)
+	}
+	return dst
+}
+
+// eventsBlock is how many events All and a Cursor unpack at once: 16 KiB.
+const eventsBlock = 512
+
+// Cursor reads the events of a trace a block at a time, for passes that
+// read events in order, forwards or backwards, or near one another. Its At
+// is inlined: about 5 ns an event in order, where Trace.At costs 20.
+type Cursor struct {
+	tr    Trace
+	first int // of the block in buf
+	buf   []Event
+	block [eventsBlock]Event
+}
+
+// Cursor returns a cursor over t's events.
+func (t Trace) Cursor() *Cursor { return &Cursor{tr: t} }
+
+// At returns event i (0 <= i < Len).
+func (c *Cursor) At(i int) Event {
+	if uint(i-c.first) >= uint(len(c.buf)) {
+		c.fill(i)
+	}
+	return c.buf[i-c.first]
+}
+
+// fill reads the block that holds event i, blocks counted from the
+// trace's first event.
+func (c *Cursor) fill(i int) {
+	if uint(i) >= uint(c.tr.n) {
+		panic("snapshot: trace index out of range")
+	}
+	c.first = i &^ (eventsBlock - 1)
+	c.buf = c.tr.Events(c.block[:], c.first)
+}
+
 // Context returns event i's compile context and user metadata.
 func (t Trace) Context(i int) Context {
 	if i < 0 || i >= t.n {
@@ -359,9 +437,13 @@ func (t Trace) Others() iter.Seq2[int, Event] {
 // All iterates over the events in order.
 func (t Trace) All() iter.Seq2[int, Event] {
 	return func(yield func(int, Event) bool) {
-		for i := 0; i < t.n; i++ {
-			if !yield(i, t.arena.at(t.off+i)) {
-				return
+		var buf [eventsBlock]Event
+		for i := 0; i < t.n; {
+			for _, e := range t.Events(buf[:], i) {
+				if !yield(i, e) {
+					return
+				}
+				i++
 			}
 		}
 	}

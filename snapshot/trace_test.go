@@ -249,3 +249,107 @@ func TestAppendArenaRebases(t *testing.T) {
 		t.Errorf("%d events kept whole, want the 2 of epochs 16 and 17", len(head.wide))
 	}
 }
+
+// Events reads what At reads, block by block: from any start, across
+// chunk boundaries, in a trace that starts inside its arena, with events
+// kept whole among the packed ones.
+func TestTraceEvents(t *testing.T) {
+	var all []Event
+	for i := range 2*eventChunkLen + 100 {
+		e := Event{Addr: uint64(i) << 9, Size: 512, TimeUS: 1795272266498364 + int64(i)<<20, Stack: StackID(i % 7), Action: ActionAlloc}
+		if i%5000 == 3 {
+			e.Size = 1 << 41 // kept whole
+		}
+		all = append(all, e)
+	}
+	tr := NewTrace(all, nil)
+	if len(tr.arena.wide) == 0 {
+		t.Fatal("no event kept whole: the test misses that path")
+	}
+	sub := Trace{arena: tr.arena, off: 1000, n: tr.n - 1100}
+	for _, c := range []struct {
+		tr        Trace
+		from, buf int
+	}{
+		{tr, 0, eventsBlock}, {tr, eventChunkLen - 7, 100}, {tr, 3, 2*eventChunkLen + 500},
+		{tr, tr.n - 10, 64}, {tr, tr.n, 8}, {sub, 0, eventChunkLen}, {sub, sub.n - 1, 4},
+	} {
+		got := c.tr.Events(make([]Event, c.buf), c.from)
+		want := min(c.buf, c.tr.n-c.from)
+		if len(got) != want {
+			t.Errorf("Events(%d, from %d): %d events, want %d", c.buf, c.from, len(got), want)
+		}
+		for j, e := range got {
+			if at := c.tr.At(c.from + j); e != at {
+				t.Fatalf("Events(%d, from %d)[%d] = %+v, At says %+v", c.buf, c.from, j, e, at)
+			}
+		}
+	}
+	for _, tr := range []Trace{tr, sub} {
+		c := tr.Cursor()
+		for _, i := range []int{0, 1, eventsBlock, eventsBlock - 1, tr.n - 1, eventChunkLen, 7, eventChunkLen - 1, tr.n - 2, 7} {
+			if got, want := c.At(i), tr.At(i); got != want {
+				t.Errorf("Cursor.At(%d) = %+v, At says %+v", i, got, want)
+			}
+		}
+		for i := tr.n - 1; i >= 0; i -= 997 {
+			if got, want := c.At(i), tr.At(i); got != want {
+				t.Fatalf("backwards: Cursor.At(%d) = %+v, At says %+v", i, got, want)
+			}
+		}
+	}
+	n := 0
+	for i, e := range sub.All() {
+		if i != n || e != all[1000+i] {
+			t.Fatalf("All: event %d (%d) = %+v, want %+v", i, n, e, all[1000+i])
+		}
+		n++
+	}
+	if n != sub.n {
+		t.Errorf("All yielded %d events, want %d", n, sub.n)
+	}
+}
+
+// BenchmarkTraceAt, BenchmarkTraceEvents and BenchmarkTraceCursor read 1 M
+// events in order: one by one, a block at a time, and through a Cursor
+// (ns/op is per event).
+func BenchmarkTraceAt(b *testing.B) {
+	tr := benchTrace()
+	var sum uint64
+	for i := range b.N {
+		sum += tr.At(i % tr.n).Size
+	}
+	_ = sum
+}
+
+func BenchmarkTraceEvents(b *testing.B) {
+	tr := benchTrace()
+	var buf [eventsBlock]Event
+	var sum uint64
+	for i := 0; i < b.N; {
+		evs := tr.Events(buf[:min(eventsBlock, b.N-i)], i%tr.n)
+		for _, e := range evs {
+			sum += e.Size
+		}
+		i += len(evs)
+	}
+	_ = sum
+}
+
+func BenchmarkTraceCursor(b *testing.B) {
+	tr := benchTrace()
+	c := tr.Cursor()
+	var sum uint64
+	for i := range b.N {
+		sum += c.At(i % tr.n).Size
+	}
+	_ = sum
+}
+
+func benchTrace() Trace {
+	events := make([]Event, 1<<20)
+	for i := range events {
+		events[i] = Event{Addr: uint64(i) << 9, Size: 512, TimeUS: 1795272266498364 + int64(i), Action: ActionAlloc}
+	}
+	return NewTrace(events, nil)
+}
