@@ -109,9 +109,9 @@ type replayer struct {
 
 	known     []knownSize // ascending index
 	layout    *layout
-	blocks    *addrMap[blockRef] // address of an active block -> its allocation and size
-	wideSizes map[int32]uint64   // sizes refs cannot hold, by allocation index
-	traced    segmentSet         // ranges reserved by events of the trace
+	blocks    *addrMap[activeBlock] // address of an active block -> its allocation and sizes
+	wideSizes map[int32]uint64      // sizes refs cannot hold, by allocation index
+	traced    segmentSet            // ranges reserved by events of the trace
 	poolOf    map[snapshot.PoolID]int
 	pools     []Sample // per pool index, running
 	caveats   caveatCounter
@@ -124,7 +124,7 @@ func newReplayer(sn *snapshot.Snapshot, d int, tr snapshot.Trace) *replayer {
 		tr:        tr,
 		t:         &Timeline{Device: d, Trace: tr, sn: sn, Pools: []snapshot.PoolID{{}}},
 		addrIndex: newAddrMap[int32](),
-		blocks:    newAddrMap[blockRef](),
+		blocks:    newAddrMap[activeBlock](),
 		poolOf:    map[snapshot.PoolID]int{{}: 0},
 	}
 	r.maxSplit = math.MaxUint64 // max_split_size unset: every block may split
@@ -306,7 +306,7 @@ func (r *replayer) reconstruct() {
 	for i := range allocs {
 		a := &allocs[i]
 		pool := r.poolIndex(a.Pool)
-		r.blocks.set(a.Addr, r.newBlockRef(r.t.add(a, pool), a.Size))
+		r.blocks.set(a.Addr, activeBlock{r.newBlockRef(r.t.add(a, pool), a.Size), a.Requested})
 		p := &r.pools[pool]
 		p.Active += int64(a.Size)
 		if a.Free != BeforeRecording {

@@ -133,3 +133,41 @@ func TestTimelineOddSizes(t *testing.T) {
 		t.Error("allocated and active stayed narrow with a 1000-byte block")
 	}
 }
+
+// TestTimelineLargeRequests frees blocks whose requested sizes do not fit
+// a free's word (2^31 - 1 bytes and up) beside one that does: the
+// accountant reads those from their alloc events, and every sample is
+// exact.
+func TestTimelineLargeRequests(t *testing.T) {
+	const gib = 1 << 30
+	big, edge := uint64(3*gib+512), uint64(requestedUnknown)
+	sn := build(
+		[]seg{
+			{addr: a0, size: 4 * gib, typ: snapshot.Large, blocks: []blk{{4 * gib, 0, inactive}}},
+			{addr: b0, size: 2 * gib, typ: snapshot.Large, blocks: []blk{{2 * gib, 0, inactive}}},
+			{addr: e0, size: 2 * mib, typ: snapshot.Small, blocks: []blk{{2 * mib, 0, inactive}}},
+		},
+		events(ev(alloc, a0, big), ev(alloc, b0, edge), ev(alloc, e0, 1000),
+			free(b0, edge), free(a0, big), free(e0, 1000)),
+	)
+	tl, err := Device(sn, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := func(r uint64) int64 { return int64((r + 511) &^ 511) }
+	want := []int64{int64(big), int64(big + edge), int64(big + edge + 1000),
+		int64(big + 1000), int64(big + 1000), 1000, 1000, 0, 0}
+	wantAllocated := []int64{size(big), size(big) + size(edge), size(big) + size(edge) + 1024,
+		size(big) + 1024, size(big) + 1024, 1024, 1024, 0, 0}
+	for i := range want {
+		if got := tl.Value(Requested, i); got != want[i] {
+			t.Errorf("Value(Requested, %d) = %d, want %d", i, got, want[i])
+		}
+		if got := tl.Value(Allocated, i); got != wantAllocated[i] {
+			t.Errorf("Value(Allocated, %d) = %d, want %d", i, got, wantAllocated[i])
+		}
+	}
+	if c := tl.Caveats; len(c) != 0 {
+		t.Errorf("caveats %+v, want none", c)
+	}
+}
