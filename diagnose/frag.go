@@ -174,11 +174,11 @@ func Frag(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int,
 	for _, c := range classes {
 		r.Largest = append(r.Largest, *c)
 	}
+	// classes is a map: every tie is broken, or equal largest blocks on one
+	// stream (a small and a large pool's 2 MiB) print in either order.
 	slices.SortFunc(r.Largest, func(a, b FreeClass) int {
-		if c := cmp.Compare(b.Largest, a.Largest); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Stream, b.Stream)
+		return cmp.Or(cmp.Compare(b.Largest, a.Largest), cmp.Compare(a.Stream, b.Stream),
+			cmp.Compare(a.Pool[0], b.Pool[0]), cmp.Compare(a.Pool[1], b.Pool[1]), cmp.Compare(a.Type, b.Type))
 	})
 	slices.SortStableFunc(r.Pinned, func(a, b PinnedSegment) int { return cmp.Compare(b.Free-b.Pages, a.Free-a.Pages) })
 	r.Pinned = r.Pinned[:min(len(r.Pinned), maxPinned)]
