@@ -1,10 +1,12 @@
 package analyze
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/vramscope/vramscope/breakdown"
 	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/memlog"
 	"github.com/vramscope/vramscope/snapshot"
@@ -35,6 +37,9 @@ type Analyzer struct {
 	// they arrive (arrived counts them).
 	order   map[string]int
 	arrived int
+	// several holds the snapshots Expect named whose process has other
+	// snapshots among them.
+	several map[string]bool
 }
 
 // New returns an empty Analyzer.
@@ -64,6 +69,32 @@ func (a *Analyzer) Expect(ins []inputs.Input) {
 			a.order[in.Path] = i
 		}
 	}
+	snaps := map[string][]string{}
+	for _, in := range ins {
+		if in.Kind == inputs.Snapshot && !slices.Contains(snaps[processID(in)], in.Path) {
+			snaps[processID(in)] = append(snaps[processID(in)], in.Path)
+		}
+	}
+	a.several = map[string]bool{}
+	for _, paths := range snaps {
+		for _, p := range paths {
+			a.several[p] = len(paths) > 1
+		}
+	}
+}
+
+// advised is the kinds of trace findings of in that get the allocator
+// model's advice: only OOMs where in's process has other snapshots, as
+// mergeTraceFindings keeps no other finding that carries advice from any
+// of them. (A process left with one snapshot because the others failed to
+// load shows its fragmentation finding without the model's numbers.)
+func (a *Analyzer) advised(in inputs.Input) []diagnose.Kind {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.several[in.Path] {
+		return []diagnose.Kind{diagnose.KindOOM}
+	}
+	return []diagnose.Kind{diagnose.KindOOM, diagnose.KindFragmentation}
 }
 
 // rank is in's place in the order sites choose their stacks by.

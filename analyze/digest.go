@@ -118,7 +118,7 @@ func (a *Analyzer) digestSnapshot(in inputs.Input, sn *snapshot.Snapshot) *diges
 		dd.peakAllocated = tl.Peak(replay.Allocated).Bytes
 		dd.peakReserved = tl.Peak(replay.Reserved).Bytes
 	}
-	findings, made, notes := a.traceFindings(sn, tls, steps, events)
+	findings, made, notes := a.traceFindings(sn, tls, steps, events, a.advised(in))
 	d.findings, d.made = findings, made
 	d.notes = append(d.notes, notes...)
 

@@ -19,6 +19,15 @@ type processGroup struct {
 	texts     []*textDigest
 }
 
+// processID is the process a snapshot input belongs to, as group sorts
+// them: its rank and pid, or its file stem.
+func processID(in inputs.Input) string {
+	if id := identityID(in.Identity); id != "" {
+		return id
+	}
+	return stem(in.Path)
+}
+
 // group sorts inputs into processes. A name with a rank or pid decides
 // (rank and pid, not the tag: verl's actor and rollout dumps of one
 // process carry different tags). Snapshots without one are grouped by file
@@ -52,10 +61,7 @@ func group(snaps []*digest, texts []*textDigest) []*processGroup {
 		return g
 	}
 	get := func(in inputs.Input) *processGroup {
-		id := identityID(in.Identity)
-		if id == "" {
-			id = stem(in.Path)
-		}
+		id := processID(in)
 		var rank, pid *int
 		if in.HasRank {
 			rank = &in.Rank

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/memlog"
 )
@@ -98,6 +99,38 @@ func TestGroup(t *testing.T) {
 		}
 		if !slices.Equal(order, test.order) {
 			t.Errorf("%s: processes %q, want %q", test.name, order, test.order)
+		}
+	}
+}
+
+// A snapshot's trace findings get the allocator model's advice on OOMs
+// alone where its process has other snapshots (mergeTraceFindings keeps
+// no fragmentation finding of theirs), on OOMs and fragmentation where it
+// is its process's only one.
+func TestAdvisedKinds(t *testing.T) {
+	in := func(path string) inputs.Input {
+		return inputs.Input{Path: path, Kind: inputs.Snapshot, Identity: inputs.ParseIdentity(path)}
+	}
+	a := New(Options{})
+	ins := []inputs.Input{
+		in("run/step2/actor_rank0_pid746.pickle"), in("run/step3/actor_rank0_pid746.pickle"),
+		in("run/step2/actor_rank1_pid747.pickle"),
+		in("a/snap.pickle"), in("b/snap.pickle"), // one process by stem
+		in("solo.pickle"),
+		{Path: "run/memory.csv", Kind: inputs.MemoryLog},
+	}
+	a.Expect(ins)
+	oomOnly := []diagnose.Kind{diagnose.KindOOM}
+	both := []diagnose.Kind{diagnose.KindOOM, diagnose.KindFragmentation}
+	for _, tt := range []struct {
+		in   inputs.Input
+		want []diagnose.Kind
+	}{
+		{ins[0], oomOnly}, {ins[1], oomOnly}, {ins[2], both}, {ins[3], oomOnly}, {ins[4], oomOnly}, {ins[5], both},
+		{in("not/expected.pickle"), both},
+	} {
+		if got := a.advised(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: advised %v, want %v", tt.in.Path, got, tt.want)
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 // every device of one snapshot; steps holds each traced device's steps,
 // events what the breakdown read of its trace (by device: every device
 // with events has been read).
-func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline, steps map[int]diagnose.Steps, events []*breakdown.Events) ([]diagnose.Finding, []breakdown.Report, []string) {
+func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline, steps map[int]diagnose.Steps, events []*breakdown.Events, advised []diagnose.Kind) ([]diagnose.Finding, []breakdown.Report, []string) {
 	out := []diagnose.Finding{}
 	var reports []breakdown.Report
 	var notes []string
@@ -36,7 +36,7 @@ func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline, 
 		var wg sync.WaitGroup
 		wg.Go(func() { leaks = diagnose.Leak(sn, tl, steps[tl.Device], a.filter).Findings() })
 		wg.Go(func() { made = events[tl.Device].Classify(tl).Report(steps[tl.Device]) })
-		r, err := diagnose.Explain(sn, tl, a.filter)
+		r, err := diagnose.ExplainAdvising(sn, tl, a.filter, advised...)
 		wg.Wait()
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("device %d: trace analysis failed: %v", tl.Device, err))

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"weak"
 
@@ -78,12 +79,13 @@ func AdviceDue(sn *snapshot.Snapshot, tl *replay.Timeline) bool {
 		significant(end.Reserved-end.Allocated, end.Reserved)
 }
 
-// simulateAdvice puts the model's numbers on the advice of the OOM and
-// fragmentation findings (Advice). Nothing changes where there is none.
-func simulateAdvice(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, fs []Finding) {
+// simulateAdvice puts the model's numbers on the advice of the findings
+// of the kinds given, OOM and fragmentation findings (Advice). Nothing
+// changes where there is none.
+func simulateAdvice(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, fs []Finding, kinds []Kind) {
 	var advised []int
 	for i, fd := range fs {
-		if fd.Kind == KindOOM || fd.Kind == KindFragmentation {
+		if (fd.Kind == KindOOM || fd.Kind == KindFragmentation) && slices.Contains(kinds, fd.Kind) {
 			advised = append(advised, i)
 		}
 	}

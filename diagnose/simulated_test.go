@@ -103,3 +103,46 @@ func TestAdviceKept(t *testing.T) {
 		t.Errorf("best setting %s, want expandable_segments:True", a.Best.Name)
 	}
 }
+
+// TestExplainAdvising: the model's advice goes on the findings of the kinds
+// asked for alone; the findings themselves are Explain's.
+func TestExplainAdvising(t *testing.T) {
+	for _, tt := range []struct {
+		fixture string
+		kind    Kind
+	}{
+		{"frag_growth/step4/rollout_rank0_pid656.pickle.gz", KindFragmentation},
+		{"frag_oom/frag_oom.pickle.gz", KindOOM},
+	} {
+		sn, tl := stepsScenario(t, filepath.Join(scenarioDir, tt.fixture))
+		all, err := Explain(sn, tl, testFilter(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, advised := range [][]Kind{nil, {KindOOM}, {KindFragmentation}} {
+			r, err := ExplainAdvising(sn, tl, testFilter(t), advised...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Findings) != len(all.Findings) {
+				t.Fatalf("%s advising %v: %d findings, Explain has %d", tt.fixture, advised, len(r.Findings), len(all.Findings))
+			}
+			for i, fd := range r.Findings {
+				_, simulated := fd.Evidence["simulated_setting"]
+				want := slices.Contains(advised, fd.Kind) && (fd.Kind == KindOOM || fd.Kind == KindFragmentation)
+				if simulated != want || strings.Contains(fd.Fix, "Replayed through") != want {
+					t.Errorf("%s advising %v: %s finding simulated %v, want %v", tt.fixture, advised, fd.Kind, simulated, want)
+				}
+				if fd.Kind != all.Findings[i].Kind || fd.Title != all.Findings[i].Title {
+					t.Errorf("%s advising %v: finding %d is %q, Explain's %q", tt.fixture, advised, i, fd.Title, all.Findings[i].Title)
+				}
+				if want && fd.Fix != all.Findings[i].Fix {
+					t.Errorf("%s advising %v: fix %q, Explain's %q", tt.fixture, advised, fd.Fix, all.Findings[i].Fix)
+				}
+			}
+			if !slices.ContainsFunc(r.Findings, func(f Finding) bool { return f.Kind == tt.kind }) {
+				t.Errorf("%s: no %s finding", tt.fixture, tt.kind)
+			}
+		}
+	}
+}
