@@ -74,7 +74,7 @@ func BenchmarkReadFile(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, err = ReadFile(f, int64(len(raw)), nil)
+		_, err = ReadFile(f, int64(len(raw)), 0, nil)
 		f.Close()
 		if err != nil {
 			b.Fatal(err)

@@ -68,7 +68,7 @@ func TestReadMapped(t *testing.T) {
 	if err := os.Truncate(path, 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readMapped(m, f, nil); err == nil || !strings.Contains(err.Error(), "did the file change while it was read?") {
+	if _, err := readMapped(m, f, 2, nil); err == nil || !strings.Contains(err.Error(), "did the file change while it was read?") {
 		t.Errorf("decoding a mapped file cut short: %v, want a fault turned into an error", err)
 	}
 }

@@ -32,12 +32,15 @@ const (
 	partMin = 16 << 20
 )
 
-// splitParts is how many parts a raw file of size bytes is decoded in: one
-// per core the process may use (GOMAXPROCS, which Go derives from the
-// cgroup's CPU quota as well as the machine's cores since 1.25), each of
-// at least partMin bytes.
-func splitParts(size int64) int {
-	return int(min(int64(runtime.GOMAXPROCS(0)), max(size/partMin, 1)))
+// splitParts is how many parts a raw file of size bytes is decoded in on
+// cores cores: one per core, each of at least partMin bytes. cores <= 0 is
+// every core the process may use (GOMAXPROCS, which Go derives from the
+// cgroup's CPU quota as well as the machine's cores since 1.25).
+func splitParts(size int64, cores int) int {
+	if cores <= 0 {
+		cores = runtime.GOMAXPROCS(0)
+	}
+	return int(min(int64(cores), max(size/partMin, 1)))
 }
 
 // splitCuts gives where stretches 1..n-1 of a file of size bytes cut in n
@@ -120,14 +123,18 @@ func (p *part) endsAt(off int64) bool { return p.next >= 0 && off >= p.next }
 // ReadAt decodes the snapshot held in the first size bytes of r, raw or
 // compressed as for Read; a big raw pickle is decoded on several
 // goroutines.
-func ReadAt(r io.ReaderAt, size int64) (*Snapshot, error) {
+func ReadAt(r io.ReaderAt, size int64) (*Snapshot, error) { return readAt(r, size, 0) }
+
+// readAt is ReadAt on cores cores (splitParts).
+func readAt(r io.ReaderAt, size int64, cores int) (*Snapshot, error) {
 	magic := make([]byte, 4)
 	n, _ := quiet(r).ReadAt(magic, 0)
 	// With one core the tails' walk would only add work.
-	if size < splitMin || Compressed(magic[:n]) || splitParts(size) < 2 {
+	parts := splitParts(size, cores)
+	if size < splitMin || Compressed(magic[:n]) || parts < 2 {
 		return Read(io.NewSectionReader(r, 0, size))
 	}
-	sn, _, err := decodeSplit(atSource{r, size}, splitParts(size), balancedCuts)
+	sn, _, err := decodeSplit(atSource{r, size}, parts, balancedCuts)
 	return sn, err
 }
 
@@ -143,13 +150,14 @@ var errNoMapping = errors.New("the file cannot be mapped")
 // offsets. progress, if not nil, is told from any goroutine how many bytes
 // the decoders have read in all (the walkers, which run ahead of them, do
 // not count): several read at once, each its part; the file's size at the
-// end.
-func ReadFile(f *os.File, size int64, progress func(off int64)) (*Snapshot, error) {
-	if parts := splitParts(size); size >= splitMin && parts >= 2 && parts <= mapParts {
+// end. It decodes on cores goroutines at most (0: on every core): analyze,
+// which decodes several files at once, shares the cores among them.
+func ReadFile(f *os.File, size int64, cores int, progress func(off int64)) (*Snapshot, error) {
+	if parts := splitParts(size, cores); size >= splitMin && parts >= 2 && parts <= mapParts {
 		if m, err := mapFile(f, size); err == nil {
 			if !Compressed(m.b[:4]) {
 				defer m.close()
-				return readMapped(m, f, progress)
+				return readMapped(m, f, parts, progress)
 			}
 			m.close()
 		}
@@ -158,7 +166,7 @@ func ReadFile(f *os.File, size int64, progress func(off int64)) (*Snapshot, erro
 	if progress != nil {
 		r = progressReaderAt{f, progress, new(atomic.Int64)}
 	}
-	return ReadAt(r, size)
+	return readAt(r, size, cores)
 }
 
 // mapParts is the most parts a mapped file is decoded in. Each decoder
@@ -173,7 +181,7 @@ const mapParts = 8
 // readMapped decodes the raw pickle mapped in m, from f, on several
 // goroutines. A file that shrinks while it is mapped makes the reads past
 // its new end fault: that is an error here, not a crash.
-func readMapped(m *mapping, f io.ReaderAt, progress func(off int64)) (sn *Snapshot, err error) {
+func readMapped(m *mapping, f io.ReaderAt, parts int, progress func(off int64)) (sn *Snapshot, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -181,7 +189,7 @@ func readMapped(m *mapping, f io.ReaderAt, progress func(off int64)) (sn *Snapsh
 		}
 	}()
 	src := bytesSource{b: m.b, release: m.release, progress: progress, tally: new(passage), file: f}
-	sn, _, err = decodeSplit(src, splitParts(src.size()), balancedCuts)
+	sn, _, err = decodeSplit(src, parts, balancedCuts)
 	if err == nil && progress != nil {
 		progress(src.size())
 	}

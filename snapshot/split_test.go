@@ -282,7 +282,7 @@ func TestReadFile(t *testing.T) {
 		st, _ := f.Stat()
 		var mu sync.Mutex
 		reached := int64(0)
-		got, err := ReadFile(f, st.Size(), func(off int64) {
+		got, err := ReadFile(f, st.Size(), 0, func(off int64) {
 			mu.Lock()
 			reached = max(reached, off)
 			mu.Unlock()

@@ -64,7 +64,7 @@ func main() {
 				return err
 			}
 			defer f.Close()
-			sn, err = snapshot.ReadFile(f, st.Size(), nil)
+			sn, err = snapshot.ReadFile(f, st.Size(), 0, nil)
 			return err
 		})
 		var tls []*replay.Timeline

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vramscope/vramscope/analyze"
 	"github.com/vramscope/vramscope/inputs"
@@ -48,11 +49,14 @@ func loadAll(ctx context.Context, stderr io.Writer, args []string, a *analyze.An
 // its views from it). also may be called concurrently; its error counts
 // the input as unreadable.
 //
-// Snapshots are decoded several at once, one per core at most, each split
-// over the cores as well when it is big (snapshot.ReadFile), for as long
+// Snapshots are decoded several at once, one per core at most, for as long
 // as their estimated memory fits opts.maxMemory; each is digested and
 // dropped as soon as it is decoded, so a folder of snapshots costs what
-// the ones decoded at once hold, not their sum.
+// the ones decoded at once hold, not their sum. The cores are shared: a
+// file is split over the cores (snapshot.ReadFile) that the files left
+// do not take. Splitting each of 16 files at once over all 16 cores only
+// added the split's walks and merges: analyze of 64 snapshots (3.9 GiB)
+// on 16 cores took 194 s of CPU time against 101 s on 2.
 func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyze.Analyzer, also snapshotHook, opts loadOptions) (failed, total int, err error) {
 	ins, skipped, err := inputs.ExpandWithLogs(args)
 	if err != nil {
@@ -105,11 +109,19 @@ func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyz
 	}
 	jobs := make(chan inputs.Input)
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), max(len(snaps), 1)) {
+	workers := min(runtime.GOMAXPROCS(0), max(len(snaps), 1))
+	var left atomic.Int64 // snapshots not yet loaded
+	left.Store(int64(len(snaps)))
+	for range workers {
 		wg.Go(func() {
 			for in := range jobs {
 				held := gate.acquire(in)
-				loadSnapshot(in, barTo, a, also, report)
+				// As many as may decode at once: the workers, the files
+				// left, the files of this one's size the gate holds.
+				at := min(int64(workers), left.Load(), gate.fits(held))
+				cores := max(1, runtime.GOMAXPROCS(0)/int(at))
+				loadSnapshot(in, barTo, cores, a, also, report)
+				left.Add(-1)
 				gate.release(held)
 				prog.done(in)
 			}
@@ -127,10 +139,11 @@ func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyz
 	return failed, total, ctx.Err()
 }
 
-// loadSnapshot decodes one snapshot and hands it to a, which keeps only a
-// digest: the snapshot is garbage once this returns.
-func loadSnapshot(in inputs.Input, stderr io.Writer, a *analyze.Analyzer, also snapshotHook, report func(inputs.Input, error)) {
-	sn, err := load(in, stderr)
+// loadSnapshot decodes one snapshot on cores goroutines at most and hands
+// it to a, which keeps only a digest: the snapshot is garbage once this
+// returns.
+func loadSnapshot(in inputs.Input, stderr io.Writer, cores int, a *analyze.Analyzer, also snapshotHook, report func(inputs.Input, error)) {
+	sn, err := load(in, stderr, cores)
 	if err != nil {
 		report(in, err)
 		return

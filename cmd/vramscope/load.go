@@ -39,7 +39,7 @@ func unreadable(failed, total int) error {
 
 // loadDevices loads one input and replays the trace of each device.
 func loadDevices(in inputs.Input, stderr io.Writer) (*snapshot.Snapshot, []*replay.Timeline, error) {
-	sn, err := load(in, stderr)
+	sn, err := load(in, stderr, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -59,8 +59,8 @@ const sniffBytes = 64 << 10
 var errNotSnapshot = errors.New("not a PyTorch memory snapshot: no pickle, gzip or zstd header")
 
 // load reads and decodes one input, with a progress bar on stderr for
-// large files.
-func load(in inputs.Input, stderr io.Writer) (*snapshot.Snapshot, error) {
+// large files, on cores goroutines at most (0: every core).
+func load(in inputs.Input, stderr io.Writer, cores int) (*snapshot.Snapshot, error) {
 	r, err := in.Open()
 	if err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ func load(in inputs.Input, stderr io.Writer) (*snapshot.Snapshot, error) {
 		// and by one goroutine per core at once (snapshot.ReadFile).
 		p := &progressMark{bar: bar}
 		read = p.highWater
-		sn, err = snapshot.ReadFile(f, r.Size(), p.reached)
+		sn, err = snapshot.ReadFile(f, r.Size(), cores, p.reached)
 	} else {
 		sn, err = snapshot.Read(br)
 	}

@@ -98,6 +98,10 @@ func (g *memoryGate) take(h gateHold) {
 // gateHold is what acquire took.
 type gateHold struct{ est, heap int64 }
 
+// fits is how many loads of h's estimate the gate holds at once (1 at
+// least).
+func (g *memoryGate) fits(h gateHold) int64 { return max(1, g.max/max(h.est, 1)) }
+
 func (g *memoryGate) release(h gateHold) {
 	g.mu.Lock()
 	g.free += h.est

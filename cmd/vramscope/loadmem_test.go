@@ -38,6 +38,13 @@ func TestMemoryGate(t *testing.T) {
 	if most.Load() > 100 || most.Load() < 10 {
 		t.Errorf("at most %d held at once, want 10..100", most.Load())
 	}
+	// How many of a size it holds at once: what analyze shares the cores
+	// among.
+	for _, c := range []struct{ est, want int64 }{{10, 10}, {33, 3}, {100, 1}, {0, 100}} {
+		if got := g.fits(gateHold{est: c.est}); got != c.want {
+			t.Errorf("fits(%d) = %d, want %d", c.est, got, c.want)
+		}
+	}
 }
 
 // While snapshots load, the gate holds the heap under the soft memory

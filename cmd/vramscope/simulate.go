@@ -150,7 +150,7 @@ func runSimulate(stdout, stderr io.Writer, path string, fl simulateFlags) error 
 	if len(ins) != 1 {
 		return fmt.Errorf("simulate takes one snapshot, %s names %d", path, len(ins))
 	}
-	sn, err := load(ins[0], stderr)
+	sn, err := load(ins[0], stderr, 0)
 	if err != nil {
 		return &inputError{msg: fmt.Sprintf("%s: %v", ins[0], err)}
 	}

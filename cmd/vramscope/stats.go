@@ -74,7 +74,7 @@ func newFileStats(in inputs.Input, sn *snapshot.Snapshot) fileStats {
 // stats reads every input named by args and reports each one.
 func stats(ctx context.Context, stdout, stderr io.Writer, args []string, asJSON bool) error {
 	analyse := func(in inputs.Input) (fileStats, error) {
-		sn, err := load(in, stderr)
+		sn, err := load(in, stderr, 0)
 		if err != nil {
 			return fileStats{}, err
 		}

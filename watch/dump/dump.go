@@ -235,7 +235,7 @@ func read(in inputs.Input) (*snapshot.Snapshot, error) {
 	}
 	defer r.Close()
 	if f, ok := r.File(); ok {
-		return snapshot.ReadFile(f, r.Size(), nil)
+		return snapshot.ReadFile(f, r.Size(), 0, nil)
 	}
 	return snapshot.Read(r)
 }
