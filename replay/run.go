@@ -61,7 +61,7 @@ type placedBatch struct {
 	start  int
 	events []snapshot.Event
 	words  []int64
-	rare  []rareAlloc
+	rare   []rareAlloc
 }
 
 // rareAlloc is an alloc whose block size or pool index does not fit its
