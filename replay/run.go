@@ -54,8 +54,8 @@ const placedBatches = 8
 // placedBatch is what the placer found for events start.. of one batch,
 // with the events, which it unpacks for both (0.24 s of the accountant's
 // 0.56 s on the 996 MB bench file went to unpacking them again):
-// per event a word (placedAlloc's, or for a free the allocation it ends,
-// -1 for none, or for a segment event its pool index), and the allocs
+// per event a word (placedAlloc's, or for a free freeWord's, -1 for none,
+// or for a segment event its pool index), and the allocs
 // whose word could not say everything.
 type placedBatch struct {
 	start  int
