@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"slices"
 	"sync"
 
 	"github.com/vramscope/vramscope/breakdown"
@@ -69,16 +68,16 @@ func (a *Analyzer) Expect(ins []inputs.Input) {
 			a.order[in.Path] = i
 		}
 	}
-	snaps := map[string][]string{}
-	for _, in := range ins {
-		if in.Kind == inputs.Snapshot && !slices.Contains(snaps[processID(in)], in.Path) {
-			snaps[processID(in)] = append(snaps[processID(in)], in.Path)
+	snaps := map[string]int{} // distinct snapshots per process
+	for i, in := range ins {
+		if in.Kind == inputs.Snapshot && a.order[in.Path] == i {
+			snaps[processID(in)]++
 		}
 	}
 	a.several = map[string]bool{}
-	for _, paths := range snaps {
-		for _, p := range paths {
-			a.several[p] = len(paths) > 1
+	for _, in := range ins {
+		if in.Kind == inputs.Snapshot {
+			a.several[in.Path] = snaps[processID(in)] > 1
 		}
 	}
 }

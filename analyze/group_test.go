@@ -118,6 +118,7 @@ func TestAdvisedKinds(t *testing.T) {
 		in("a/snap.pickle"), in("b/snap.pickle"), // one process by stem
 		in("solo.pickle"),
 		{Path: "run/memory.csv", Kind: inputs.MemoryLog},
+		in("solo.pickle"), // named twice: still one snapshot
 	}
 	a.Expect(ins)
 	oomOnly := []diagnose.Kind{diagnose.KindOOM}
