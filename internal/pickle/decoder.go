@@ -61,6 +61,8 @@ type Decoder struct {
 	shared   *SharedBudget
 	reported int64
 
+	ent entryState // entry.go
+
 	stop int64  // DecodeTo's offset, or -1
 	top  *Value // the result, once DecodeTo ran into STOP
 	part *tail  // set while decoding the tail of a split stream (split.go)
@@ -533,6 +535,7 @@ func (d *Decoder) fast() error {
 	}
 	m := &d.memo
 	direct, frozen := m.direct(), m.frozenLen()
+	d.ent.nkeys, d.ent.misses = 0, 0 // see entry.go
 	for pos <= limit {
 		switch fastClass[buf[pos]] {
 		case fcBinGet, fcLongBinGet:
@@ -544,20 +547,15 @@ func (d *Decoder) fast() error {
 				id = uint64(binary.LittleEndian.Uint32(buf[pos+1:]))
 				n = 5
 			}
-			if id >= direct {
+			u, ok := m.word(id, direct, frozen)
+			if !ok {
 				goto out
 			}
-			var u uint32
-			if id < frozen {
-				u = m.frozen.at(id)
-			} else {
-				u = m.chunks[id>>memoChunkBits][id&(memoChunkLen-1)]
-			}
-			pk := u >> payloadBits
-			if pk == uint32(KindRef) || pk == packedWide {
+			v, ok := readable(u)
+			if !ok {
 				goto out
 			}
-			stack = append(stack, Value{Kind: unpackedKind[pk], N: uint64(u & payloadMask)})
+			stack = append(stack, v)
 			pos += n
 		case fcMemoize:
 			top := len(stack) - 1
@@ -594,17 +592,12 @@ func (d *Decoder) fast() error {
 			stack = append(stack, Value{Kind: KindInt, N: uint64(int64(v))})
 			pos += 5
 		case fcLong1:
-			n := int(buf[pos+1])
-			if n > 8 {
+			u, ok := long1(buf[pos:])
+			if !ok {
 				goto out
 			}
-			u := binary.LittleEndian.Uint64(buf[pos+2:]) // 16 bytes are buffered
-			if n < 8 {
-				shift := uint(64 - 8*n) // sign-extend the n-byte two's complement
-				u = uint64(int64(u<<shift) >> shift)
-			}
 			stack = append(stack, Value{Kind: KindInt, N: u})
-			pos += 2 + n
+			pos += 2 + int(buf[pos+1])
 		case fcShortBinUnicode:
 			n := int(buf[pos+1])
 			if d.end-pos < 2+n {
@@ -624,6 +617,18 @@ func (d *Decoder) fast() error {
 			d.marks = append(d.marks, len(stack))
 			pos++
 		case fcEmptyDict, fcEmptyList:
+			if buf[pos] == opEmptyDict {
+				v, next, ok, err := d.entry(pos, limit)
+				if err != nil {
+					d.pos, d.stack = pos, stack
+					return err
+				}
+				if ok {
+					stack = append(stack, v)
+					pos = next
+					continue
+				}
+			}
 			if d.whole == nil {
 				goto out
 			}
@@ -662,6 +667,21 @@ out:
 		}
 	}
 	return nil
+}
+
+// long1 reads the LONG1 at b[0] if its int takes at most 8 bytes (fast()
+// keeps 16 bytes buffered past an opcode's start).
+func long1(b []byte) (uint64, bool) {
+	n := int(b[1])
+	if n > 8 {
+		return 0, false
+	}
+	u := binary.LittleEndian.Uint64(b[2:])
+	if n < 8 {
+		shift := uint(64 - 8*n) // sign-extend the n-byte two's complement
+		u = uint64(int64(u<<shift) >> shift)
+	}
+	return u, true
 }
 
 // Classes of the opcodes fast handles. A dense class byte lets the switch

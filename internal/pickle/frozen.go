@@ -49,7 +49,10 @@ func freezeChunk(lo uint64, us []uint32) frozenChunk {
 	return c
 }
 
-// at is entry i, packed; i < f.n.
+// at is entry i, packed; i < f.n. It is kept out of line so that
+// memo.narrow, which reads the memo for fast() and entry, is inlined.
+//
+//go:noinline
 func (f *frozenMemo) at(i uint64) uint32 {
 	c := &f.chunks[i>>memoChunkBits]
 	j := i & (memoChunkLen - 1)

@@ -241,6 +241,37 @@ func (m *memo) put(i uint64, v Value) error {
 	return nil
 }
 
+// store sets id i, which a container being built holds (i < m.n), to the
+// container's value.
+func (m *memo) store(i uint64, v Value) error {
+	if u, ok := packNarrow(v); ok {
+		*m.slot(i) = u
+		return nil
+	}
+	return m.put(i, v)
+}
+
+// word returns entry id, packed, if fast() reads it itself: below direct
+// (the ids that need no mapping); frozen is m.frozenLen(). It and
+// readable are small enough to be inlined in fast() and entry.
+func (m *memo) word(id, direct, frozen uint64) (u uint32, ok bool) {
+	switch {
+	case id >= direct:
+	case id < frozen:
+		u, ok = m.frozen.at(id), true
+	default:
+		u, ok = m.chunks[id>>memoChunkBits][id&(memoChunkLen-1)], true
+	}
+	return u, ok
+}
+
+// readable returns the packed entry u as a value if fast() pushes it
+// itself: a narrow value that is not an open container's placeholder.
+func readable(u uint32) (Value, bool) {
+	pk := u >> payloadBits
+	return Value{Kind: unpackedKind[pk&31], N: uint64(u & payloadMask)}, pk != uint32(KindRef) && pk != packedWide
+}
+
 func (m *memo) get(i uint64) (Value, bool) {
 	if i < m.n {
 		if i < m.frozenLen() {

@@ -125,11 +125,7 @@ func (d *Decoder) build(p pending, items []Value) (Value, error) {
 	if p.memo == noMemo {
 		return v, nil
 	}
-	if u, ok := packNarrow(v); ok {
-		*d.memo.slot(p.memo) = u
-		return v, nil
-	}
-	return v, d.memo.put(p.memo, v)
+	return v, d.memo.store(p.memo, v)
 }
 
 // materialize opens a handle for every pending container, in stack order,

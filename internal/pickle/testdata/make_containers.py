@@ -35,6 +35,34 @@ def shape(v):
     raise TypeError(type(v))
 
 
+def varied_entries():
+    """600 entries whose keys, value kinds and frames lists vary, then two
+    of them again (read through the memo). Protocols 4 and 5 only: entry
+    runs where the pickler writes MEMOIZE."""
+    shared = "".join(["N", "/A"])  # one str object: memoized at entry 5, then read back
+    def entry(i):
+        e = {"action": "alloc" if i % 2 else "free_requested", "addr": 140000000000000 + 512 * i,
+             "size": [512 * i, -5, 2**40, -(2**62), 70000][i % 5],
+             "stream": i % 3, "time_us": 1795270260291544 + i,
+             "compile_context": shared if i >= 5 and i % 4 == 1 else "N/A", "user_metadata": "",
+             "frames": [stack, [frame], [], list(stack), [frame, stack[1]]][i % 5]}
+        if i == 9:
+            e["frames"] = [frame] * 1001  # two batches: APPENDS, then APPEND
+        if i % 7 == 0:
+            del e["stream"]
+        if i % 11 == 0:
+            e["extra"] = 1.5
+        if i % 13 == 0:
+            e["nested"] = {"a": 1}
+        if i % 17 == 0:
+            e["flag"] = True
+        return e
+    entries = [entry(i) for i in range(600)]
+    # Frames lists and dicts made in dicts that entry reads, read again.
+    entries[100]["frames"], entries[101]["frames"] = entries[3]["frames"], entries[4]["frames"]
+    return entries + [entries[3], entries[4]]
+
+
 frame = {"name": "f", "filename": "/a.py", "line": 3}
 stack = [frame, {"name": "g", "filename": "/a.py", "line": 9}]
 values = {
@@ -56,11 +84,14 @@ values = {
                  "user_metadata": "", "frames": stack if i % 3 else []} for i in range(800)],
     # A dict whose last value is a list followed by more keys.
     "list_not_last": {"frames": [frame, frame], "size": 5, "more": [1]},
+    # Trace-entry-like dicts of changing shapes, which decoder.go's entry
+    # reads by template, learns anew, or leaves to fast().
+    "entries_varied": varied_entries(),
 }
 
 cases = []
 for name, v in values.items():
-    for proto in range(0, pickle.HIGHEST_PROTOCOL + 1):
+    for proto in range(4 if name == "entries_varied" else 0, pickle.HIGHEST_PROTOCOL + 1):
         cases.append({"name": name, "protocol": proto, "hex": pickle.dumps(v, protocol=proto).hex()})
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "containers.json")
 with open(out, "w") as f:

@@ -1,0 +1,349 @@
+package pickle
+
+import "encoding/binary"
+
+// Dicts that look like the last one.
+//
+// A memory snapshot's trace is millions of dicts written alike: the same
+// keys, each a memo read of the same id (BINGET or LONG_BINGET), in the
+// same order, and values that are ints, memo reads, a fresh string (torch
+// writes "N/A" anew in every entry) and the frames list, a memo read or a
+// fresh list of memo reads. fast() runs such a dict at 20-odd opcodes,
+// each dispatched, pushed and popped. entry instead reads it in one pass:
+// the keys are compared with the last such dict's (its template) as bytes,
+// the values are read in place, and the sink gets the whole dict; the memo
+// gets the same entries, in the same order, as fast() would write.
+//
+// Nothing is written before the whole dict has been read: where anything
+// differs (another key, a value of another kind, a FRAME header, a memo
+// read of an id fast() would not read), entry reads it again as a new
+// template, and failing that leaves the dict to fast(). The template lives
+// for one fast() call: no memo entry it names can change meanwhile (fast()
+// only adds entries), where step could rewrite one (BINPUT).
+
+// maxEntryKeys is the most keys a dict read by entry may have (torch's
+// trace entries have 7 to 9).
+const maxEntryKeys = 16
+
+// maxEntryPuts is the most memo entries a dict read by entry may make:
+// itself, and three of its values.
+const maxEntryPuts = 4
+
+// entryMisses is how many dicts in a row entry may fail to read before
+// fast() stops asking it, until its next call.
+const entryMisses = 8
+
+// entryState is entry's template and scratch space.
+type entryState struct {
+	keys   [maxEntryKeys]entryKey // the template
+	nkeys  int
+	misses int
+	read   int // dicts read, for tests
+
+	// The dict being read: its keys and values, the items of its list
+	// value (at kv[list], -1 if none; listMarked: written with MARK and
+	// APPENDS, at appends), which of kv go in the memo after the dict
+	// itself (-1: the list), and where SETITEMS is.
+	kv         [2 * maxEntryKeys]Value
+	nkv        int
+	list       int
+	listMarked bool
+	items      []Value
+	puts       [maxEntryPuts - 1]int
+	nputs      int
+	appends    int
+	setItems   int
+	learned    [maxEntryKeys]entryKey
+	learnedLen int
+}
+
+// entryKey is a key of the template: its opcode's bytes (len of them,
+// little-endian in word, under mask) and its value.
+type entryKey struct {
+	word, mask uint64
+	len        uint8
+	v          Value
+}
+
+// entry reads the dict whose EMPTY_DICT is at pos, if it is memoized and
+// has one batch of items that entry can read (see above), with no opcode
+// starting past limit, fast()'s bound. It returns the dict's value and the
+// position after its SETITEMS; ok is false if it read nothing.
+func (d *Decoder) entry(pos, limit int) (v Value, next int, ok bool, err error) {
+	e := &d.ent
+	m := &d.memo
+	if e.misses >= entryMisses || pos+2 > limit || d.buf[pos+1] != opMemoize || d.buf[pos+2] != opMark ||
+		d.whole == nil || m.sparse != nil || len(m.tails) > 0 || len(d.marks)+2 > d.lim.MaxMarks {
+		return Value{}, pos, false, nil
+	}
+	next, ok = 0, false
+	if e.nkeys > 0 {
+		next, ok = d.readEntry(pos+3, limit, false)
+	}
+	if !ok {
+		if next, ok = d.readEntry(pos+3, limit, true); ok {
+			e.keys, e.nkeys = e.learned, e.learnedLen
+		}
+	}
+	if !ok {
+		e.misses++
+		return Value{}, pos, false, nil
+	}
+	e.misses = 0
+	e.read++
+	// The dict's memo entry and its values' go in the current chunk, or
+	// fast() leaves the chunk's growth to step. (The first chunk grows by
+	// append, and may have more room than its ids.)
+	c, puts := m.n>>memoChunkBits, 1+e.nputs
+	if c >= uint64(len(m.chunks)) || cap(m.chunks[c])-len(m.chunks[c]) < puts ||
+		int(m.n&(memoChunkLen-1))+puts > memoChunkLen {
+		return Value{}, pos, false, nil
+	}
+	v, err = d.buildEntry()
+	return v, next, true, err
+}
+
+// readEntry reads the items of a dict from p on: with learn, any keys
+// that are memo reads, noted in e.learned; without, the template's. It
+// returns the position after SETITEMS. It is one function, with the memo
+// reads inlined, as fast() is: calls per value cost more than the reading.
+func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
+	e := &d.ent
+	buf := d.buf
+	m := &d.memo
+	direct, frozen := m.direct(), m.frozenLen()
+	e.nkv, e.list, e.nputs, e.learnedLen = 0, -1, 0, 0
+	for k := 0; ; k++ {
+		// Every opcode read starts at most at limit: 16 bytes past it are
+		// buffered, so no argument but a string's needs a bounds check.
+		if p > limit {
+			return 0, false
+		}
+		if buf[p] == opSetItems {
+			if (!learn && k != e.nkeys) || !consumed(buf[p+1:d.end], false) {
+				return 0, false
+			}
+			e.setItems = p
+			return p + 1, true
+		}
+		if k == maxEntryKeys {
+			return 0, false
+		}
+		if learn {
+			id, n := memoID(buf[p:])
+			u, ok := m.word(id, direct, frozen)
+			if n == 0 || !ok {
+				return 0, false
+			}
+			key, ok := readable(u)
+			if !ok {
+				return 0, false
+			}
+			e.learned[k] = newEntryKey(buf[p:p+n], key)
+			e.learnedLen++
+			e.kv[e.nkv] = key
+			p += n
+		} else {
+			if k >= e.nkeys {
+				return 0, false
+			}
+			t := &e.keys[k]
+			if binary.LittleEndian.Uint64(buf[p:])&t.mask != t.word {
+				return 0, false
+			}
+			e.kv[e.nkv] = t.v
+			p += int(t.len)
+		}
+		if p > limit {
+			return 0, false
+		}
+		at := e.nkv + 1
+		e.nkv += 2
+		switch buf[p] {
+		case opBinGet, opLongBinGet:
+			id, n := memoID(buf[p:])
+			u, ok := m.word(id, direct, frozen)
+			if !ok {
+				return 0, false
+			}
+			if e.kv[at], ok = readable(u); !ok {
+				return 0, false
+			}
+			p += n
+		case opBinInt1:
+			e.kv[at] = Value{Kind: KindInt, N: uint64(buf[p+1])}
+			p += 2
+		case opBinInt2:
+			e.kv[at] = Value{Kind: KindInt, N: uint64(binary.LittleEndian.Uint16(buf[p+1:]))}
+			p += 3
+		case opBinInt:
+			e.kv[at] = Value{Kind: KindInt, N: uint64(int64(int32(binary.LittleEndian.Uint32(buf[p+1:]))))}
+			p += 5
+		case opLong1:
+			u, ok := long1(buf[p:])
+			if !ok {
+				return 0, false
+			}
+			e.kv[at] = Value{Kind: KindInt, N: u}
+			p += 2 + int(buf[p+1])
+		case opShortBinUnicode:
+			var ok bool
+			if p, ok = d.entryString(p, limit, at); !ok {
+				return 0, false
+			}
+		case opEmptyList:
+			var ok bool
+			if p, ok = d.entryList(p, limit, at); !ok {
+				return 0, false
+			}
+		default:
+			return 0, false
+		}
+	}
+}
+
+// memoID reads the id of the BINGET or LONG_BINGET at b[0] and the
+// opcode's length; 0 if it is neither.
+func memoID(b []byte) (uint64, int) {
+	switch b[0] {
+	case opBinGet:
+		return uint64(b[1]), 2
+	case opLongBinGet:
+		return uint64(binary.LittleEndian.Uint32(b[1:])), 5
+	}
+	return 0, 0
+}
+
+func newEntryKey(op []byte, v Value) entryKey {
+	var b [8]byte
+	copy(b[:], op)
+	mask := uint64(1)<<(8*len(op)) - 1
+	return entryKey{word: binary.LittleEndian.Uint64(b[:]) & mask, mask: mask, len: uint8(len(op)), v: v}
+}
+
+// entryString reads the string at p into e.kv[at], and its MEMOIZE if
+// one follows, and returns the position after them.
+func (d *Decoder) entryString(p, limit, at int) (int, bool) {
+	e := &d.ent
+	buf := d.buf
+	n := int(buf[p+1])
+	if d.end-p < 2+n {
+		return 0, false
+	}
+	// Interning a string twice gives the same value, so a dict that
+	// fails after this may still be read by fast().
+	v, err := d.sink.String(buf[p+2:p+2+n], false)
+	if err != nil {
+		return 0, false
+	}
+	e.kv[at] = v
+	p += 2 + n
+	if p <= limit && buf[p] == opMemoize {
+		if _, ok := packNarrow(v); !ok || !e.put(at) {
+			return 0, false
+		}
+		p++
+	}
+	return p, true
+}
+
+// entryList reads the list whose EMPTY_LIST is at p, the value at
+// e.kv[at]: memoized or not, empty or a batch of memo reads.
+func (d *Decoder) entryList(p, limit, at int) (int, bool) {
+	e := &d.ent
+	buf := d.buf
+	m := &d.memo
+	if e.list >= 0 {
+		return 0, false
+	}
+	e.list, e.listMarked, e.items = at, false, e.items[:0]
+	p++
+	if p <= limit && buf[p] == opMemoize {
+		if !e.put(-1) {
+			return 0, false
+		}
+		p++
+	}
+	if p > limit || buf[p] != opMark {
+		return p, true
+	}
+	direct, frozen := m.direct(), m.frozenLen()
+	for p++; p <= limit; {
+		id, n := memoID(buf[p:])
+		if n == 0 {
+			break
+		}
+		u, ok := m.word(id, direct, frozen)
+		if !ok {
+			return 0, false
+		}
+		v, ok := readable(u)
+		if !ok {
+			return 0, false
+		}
+		e.items = append(e.items, v)
+		p += n
+	}
+	// fast() builds the list at APPENDS only when nothing more can be
+	// added to it; so does entry.
+	if p > limit || buf[p] != opAppends || !consumed(buf[p+1:d.end], true) {
+		return 0, false
+	}
+	e.listMarked, e.appends = true, p
+	return p + 1, true
+}
+
+// put notes that kv[at] (-1: the list) is memoized, next after those so far.
+func (e *entryState) put(at int) bool {
+	if e.nputs == len(e.puts) {
+		return false
+	}
+	e.puts[e.nputs] = at
+	e.nputs++
+	return true
+}
+
+// buildEntry has the sink build the dict read (its list value first, as
+// fast() would) and stores the memo entries it made: the dict's own, then
+// its values', in the order of their MEMOIZEs, in the current chunk,
+// which entry made sure has room.
+func (d *Decoder) buildEntry() (Value, error) {
+	e := &d.ent
+	m := &d.memo
+	dict := m.n
+	c := dict >> memoChunkBits
+	m.chunks[c] = m.chunks[c][:len(m.chunks[c])+1+e.nputs]
+	m.n += uint64(1 + e.nputs)
+	for k, at := range e.puts[:e.nputs] {
+		if at >= 0 {
+			*m.slot(dict + 1 + uint64(k)), _ = packNarrow(e.kv[at]) // entryValue checked it is narrow
+		}
+	}
+	kv := e.kv[:e.nkv]
+	if e.list >= 0 {
+		// An empty list without MARK is built when the dict is complete.
+		at, op := e.setItems, byte(opSetItems)
+		var items []Value
+		if e.listMarked {
+			at, op, items = e.appends, opAppends, e.items
+		}
+		lv, err := d.whole.List(items)
+		for k, put := range e.puts[:e.nputs] {
+			if put < 0 && err == nil {
+				err = d.memo.store(dict+1+uint64(k), lv)
+			}
+		}
+		if err != nil {
+			return Value{}, &Error{Offset: d.base + int64(at), Op: op, Err: err}
+		}
+		kv[e.list] = lv
+	}
+	v, err := d.whole.Dict(kv)
+	if err == nil {
+		err = d.memo.store(dict, v)
+	}
+	if err != nil {
+		return Value{}, &Error{Offset: d.base + int64(e.setItems), Op: opSetItems, Err: err}
+	}
+	return v, nil
+}

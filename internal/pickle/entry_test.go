@@ -1,0 +1,94 @@
+package pickle
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+	"testing"
+)
+
+// entry reads the trace-entry-like dicts of containers.json by template,
+// and leaves to fast() those it cannot read, with the same results as the
+// generic path (TestAgainstCPython checks them against CPython): most of
+// "entries", and some of "entries_varied", whose keys, values and frames
+// lists change from one entry to the next.
+func TestEntriesRead(t *testing.T) {
+	raw, err := os.ReadFile("testdata/containers.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data struct {
+		Cases []struct {
+			Name     string
+			Protocol int
+			Hex      string
+		}
+	}
+	if err := json.Unmarshal(raw, &data); err != nil {
+		t.Fatal(err)
+	}
+	least := map[string]int{"entries": 700, "entries_varied": 150}
+	for _, c := range data.Cases {
+		if least[c.Name] == 0 || c.Protocol < 4 {
+			continue
+		}
+		b, _ := hex.DecodeString(c.Hex)
+		s := &wholeTreeSink{treeSink: newTreeSink()}
+		d := NewDecoder(bytes.NewReader(b), s, DefaultLimits)
+		whole, err := d.Decode()
+		if err != nil {
+			t.Fatalf("%s/p%d: %v", c.Name, c.Protocol, err)
+		}
+		if d.ent.read < least[c.Name] {
+			t.Errorf("%s/p%d: %d dicts read by entry, want at least %d", c.Name, c.Protocol, d.ent.read, least[c.Name])
+		}
+		g := newTreeSink()
+		generic, err := NewDecoder(bytes.NewReader(b), g, DefaultLimits).Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(s.plain(whole), g.plain(generic)) {
+			t.Errorf("%s/p%d: entry's result differs from the generic path's", c.Name, c.Protocol)
+		}
+	}
+}
+
+// A template names keys by their memo ids: a BINPUT that stores another
+// value under one of them (which CPython's pickler never writes) is run by
+// step, and entry learns the keys anew after it.
+func TestEntryAfterMemoRewrite(t *testing.T) {
+	after := ""
+	want := `[{"dict":[[{"str":"a"},{"int":"1"}],[{"str":"b"},{"int":"2"}]]},` +
+		`{"dict":[[{"str":"a"},{"int":"3"}],[{"str":"b"},{"int":"4"}]]},` +
+		`{"dict":[[{"str":"a"},{"int":"5"}],[{"str":"b"},{"int":"6"}]]}`
+	for i := 7; i < 17; i += 2 {
+		after += fmt.Sprintf("7d9428"+"6802"+"4b%02x"+"6803"+"4b%02x"+"75", i, i+1) // {'c': i, 'b': i+1}
+		want += fmt.Sprintf(`,{"dict":[[{"str":"c"},{"int":"%d"}],[{"str":"b"},{"int":"%d"}]]}`, i, i+1)
+	}
+	want += "]"
+	raw, _ := hex.DecodeString("" +
+		"8004" + "5d94" + "28" + // EMPTY_LIST MEMOIZE(0) MARK
+		"7d9428" + "8c016194" + "4b01" + "8c016294" + "4b02" + "75" + // {'a': 1, 'b': 2}: dict 1, 'a' 2, 'b' 3
+		"7d9428" + "6802" + "4b03" + "6803" + "4b04" + "75" + // {'a': 3, 'b': 4}, learned
+		"7d9428" + "6802" + "4b05" + "6803" + "4b06" + "75" + // {'a': 5, 'b': 6}, left to fast(): a string follows
+		"8c0163" + "7102" + "30" + // 'c' BINPUT 2, POP: memo 2 is now 'c'
+		after + "65" + "2e") // APPENDS STOP
+	s := &wholeTreeSink{treeSink: newTreeSink()}
+	d := NewDecoder(bytes.NewReader(raw), s, DefaultLimits)
+	v, err := d.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(s.plain(v)); string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	// The second dict, learned, and the first three after the rewrite,
+	// learned anew and by template (the rest are in the last 16 bytes,
+	// which fast() leaves to step).
+	if d.ent.read < 4 {
+		t.Errorf("%d dicts read by entry, want at least 4", d.ent.read)
+	}
+}
