@@ -534,7 +534,7 @@ func (d *Decoder) fast() error {
 		limit = min(limit, int(d.stop-d.base)-1)
 	}
 	m := &d.memo
-	direct, frozen := m.direct(), m.frozenLen()
+	mv := m.view()
 	d.ent.nkeys, d.ent.misses = 0, 0 // see entry.go
 	for pos <= limit {
 		switch fastClass[buf[pos]] {
@@ -547,7 +547,7 @@ func (d *Decoder) fast() error {
 				id = uint64(binary.LittleEndian.Uint32(buf[pos+1:]))
 				n = 5
 			}
-			u, ok := m.word(id, direct, frozen)
+			u, ok := m.word(id, mv)
 			if !ok {
 				goto out
 			}
@@ -560,7 +560,7 @@ func (d *Decoder) fast() error {
 		case fcMemoize:
 			top := len(stack) - 1
 			if top < 0 || stack[top].Kind == KindRef || stack[top].N > payloadMask ||
-				m.sparse != nil || len(m.tails) > 0 || (len(d.marks) > 0 && top < d.marks[len(d.marks)-1]) {
+				m.sparse != nil || (len(d.marks) > 0 && top < d.marks[len(d.marks)-1]) {
 				goto out
 			}
 			pk, ok := packedKind(stack[top].Kind)
@@ -579,7 +579,7 @@ func (d *Decoder) fast() error {
 			}
 			m.chunks[c] = append(m.chunks[c], pk<<payloadBits|uint32(stack[top].N))
 			m.n++
-			direct = m.n // no tail: MEMOIZE goes to step while there is one
+			mv.n = m.n
 			pos++
 		case fcBinInt1:
 			stack = append(stack, Value{Kind: KindInt, N: uint64(buf[pos+1])})

@@ -73,7 +73,7 @@ func (d *Decoder) entry(pos, limit int) (v Value, next int, ok bool, err error) 
 	e := &d.ent
 	m := &d.memo
 	if e.misses >= entryMisses || pos+2 > limit || d.buf[pos+1] != opMemoize || d.buf[pos+2] != opMark ||
-		d.whole == nil || m.sparse != nil || len(m.tails) > 0 || len(d.marks)+2 > d.lim.MaxMarks {
+		d.whole == nil || m.sparse != nil || len(d.marks)+2 > d.lim.MaxMarks {
 		return Value{}, pos, false, nil
 	}
 	next, ok = 0, false
@@ -111,7 +111,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 	e := &d.ent
 	buf := d.buf
 	m := &d.memo
-	direct, frozen := m.direct(), m.frozenLen()
+	mv := m.view()
 	e.nkv, e.list, e.nputs, e.learnedLen = 0, -1, 0, 0
 	for k := 0; ; k++ {
 		// Every opcode read starts at most at limit: 16 bytes past it are
@@ -131,7 +131,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 		}
 		if learn {
 			id, n := memoID(buf[p:])
-			u, ok := m.word(id, direct, frozen)
+			u, ok := m.word(id, mv)
 			if n == 0 || !ok {
 				return 0, false
 			}
@@ -162,7 +162,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 		switch buf[p] {
 		case opBinGet, opLongBinGet:
 			id, n := memoID(buf[p:])
-			u, ok := m.word(id, direct, frozen)
+			u, ok := m.word(id, mv)
 			if !ok {
 				return 0, false
 			}
@@ -267,13 +267,13 @@ func (d *Decoder) entryList(p, limit, at int) (int, bool) {
 	if p > limit || buf[p] != opMark {
 		return p, true
 	}
-	direct, frozen := m.direct(), m.frozenLen()
+	mv := m.view()
 	for p++; p <= limit; {
 		id, n := memoID(buf[p:])
 		if n == 0 {
 			break
 		}
-		u, ok := m.word(id, direct, frozen)
+		u, ok := m.word(id, mv)
 		if !ok {
 			return 0, false
 		}

@@ -45,13 +45,15 @@ type tailMemo struct {
 
 func (t *tailMemo) value(u uint32) Value { return t.tr(unpack(u, t.wide)) }
 
-// direct is how many ids from 0 on hold values that need no mapping: all,
-// unless a spliced tail's entries wait for theirs.
-func (m *memo) direct() uint64 {
+// mapped is the range of ids lo..hi-1 that hold spliced tails' entries,
+// which a read maps into the head's values (tailMemo); empty, 0..0, if
+// there are none. The head's own entries, before and after it, need no
+// mapping.
+func (m *memo) mapped() (lo, hi uint64) {
 	if len(m.tails) > 0 {
-		return m.tails[0].lo
+		return m.tails[0].lo, m.tails[len(m.tails)-1].hi
 	}
-	return m.n
+	return 0, 0
 }
 
 // tailOf returns the index in m.tails of the tail whose entries hold id i,
@@ -251,13 +253,22 @@ func (m *memo) store(i uint64, v Value) error {
 	return m.put(i, v)
 }
 
-// word returns entry id, packed, if fast() reads it itself: below direct
-// (the ids that need no mapping); frozen is m.frozenLen(). It and
-// readable are small enough to be inlined in fast() and entry.
-func (m *memo) word(id, direct, frozen uint64) (u uint32, ok bool) {
+// view is how fast() and entry read the memo: ids below n, but for the
+// mapped ones (lo..hi-1, which step reads), those below frozen from the
+// frozen memo. fast() moves n on as it stores.
+type view struct{ n, lo, hi, frozen uint64 }
+
+func (m *memo) view() view {
+	lo, hi := m.mapped()
+	return view{n: m.n, lo: lo, hi: hi, frozen: m.frozenLen()}
+}
+
+// word returns entry id, packed, if fast() reads it itself (see view).
+// It and readable are small enough to be inlined in fast() and entry.
+func (m *memo) word(id uint64, v view) (u uint32, ok bool) {
 	switch {
-	case id >= direct:
-	case id < frozen:
+	case id >= v.n || id >= v.lo && id < v.hi:
+	case id < v.frozen:
 		u, ok = m.frozen.at(id), true
 	default:
 		u, ok = m.chunks[id>>memoChunkBits][id&(memoChunkLen-1)], true
@@ -277,7 +288,7 @@ func (m *memo) get(i uint64) (Value, bool) {
 		if i < m.frozenLen() {
 			return m.unpack(m.frozen.at(i)), true
 		}
-		if i >= m.direct() {
+		if lo, hi := m.mapped(); i >= lo && i < hi {
 			if k := m.tailOf(i); k >= 0 {
 				return m.tails[k].value(*m.slot(i)), true
 			}

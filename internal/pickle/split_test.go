@@ -226,6 +226,75 @@ func TestSpliceMemo(t *testing.T) {
 	}
 }
 
+// After a splice the head goes on storing and reading its memo in fast():
+// its new entries after the tail's, and its own before them, are read as
+// they are; only the tail's are mapped.
+func TestMemoAfterSplice(t *testing.T) {
+	b := []byte{opProto, 4, opEmptyList, opMemoize} // the list is id 0, item j is id j+1
+	var marks []int64
+	for i := 0; i < 2000; i += 1000 {
+		marks = append(marks, int64(len(b)))
+		b = append(b, opMark)
+		for j := i; j < i+1000; j++ {
+			s := fmt.Sprintf("s%d", j)
+			b = append(append(append(b, opShortBinUnicode, byte(len(s))), s...), opMemoize)
+		}
+		b = append(b, opAppends)
+	}
+	get := func(id int) []byte { return binary.LittleEndian.AppendUint32([]byte{opLongBinGet}, uint32(id)) }
+	b = append(b, get(11)...) // the head's own, s10; not a MARK: the tail ends at the list's end
+	b = append(b, opMark)
+	for k := range 40 { // ids 2001..2040, stored and read back in fast()
+		s := fmt.Sprintf("new%d", k)
+		b = append(append(append(b, opShortBinUnicode, byte(len(s))), s...), opMemoize, opPop)
+	}
+	b = append(b, get(2001+5)...)
+	b = append(b, get(1501)...) // the tail's: s1500
+	b = append(b, get(2001+39)...)
+	for range 8 { // fast() leaves the last 16 bytes to step
+		b = append(b, opNone, opPop)
+	}
+	b = append(b, opTuple, opTuple3, opStop)
+
+	head, tail := newTreeSink(), newTreeSink()
+	td := forkAt(t, b, marks[1], tail)
+	_, end, err := td.DecodeTail(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDecoder(bytes.NewReader(b), head, DefaultLimits)
+	if at, err := d.DecodeTo(td.TailStart()); !at || err != nil {
+		t.Fatalf("head stopped at %d (%v), want the tail's start %d", d.Offset(), err, td.TailStart())
+	}
+	mapped := 0
+	tr := func(v Value) Value {
+		mapped++
+		if v.Kind == KindString {
+			v, _ = head.String([]byte(tail.strs[v.N]), false)
+		}
+		return v
+	}
+	if err := d.Splice(td, tr, bytes.NewReader(b[end:])); err != nil {
+		t.Fatal(err)
+	}
+	v, err := d.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	str := func(s string) any { return map[string]any{"str": s} }
+	got := head.plain(v).(map[string]any)["tuple"].([]any)[1:]
+	want := []any{str("s10"), map[string]any{"tuple": []any{str("new5"), str("s1500"), str("new39")}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("after the list: %v, want %v", got, want)
+	}
+	if mapped != 1 {
+		t.Errorf("%d entries mapped, want the one read of the tail's", mapped)
+	}
+	if d.Memoized() != 2041 {
+		t.Errorf("memo holds %d entries, want 2041", d.Memoized())
+	}
+}
+
 // framedList is what CPython's pickler writes (protocol 4) for a list of n
 // distinct short strings, each memoized: batches of 1,000, in frames of
 // about frameLen bytes, each starting between two objects (never at a
