@@ -1,6 +1,9 @@
 package pickle
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+)
 
 // frozenMemo is a memo's first n entries, read-only, in less memory: the
 // memo that Join makes, which every tail of a split decode reads below its
@@ -12,8 +15,13 @@ import "math/bits"
 // instead of 109 on the bench file, which a 16-core decode holds beside the
 // tails' own memos at its peak.
 type frozenMemo struct {
-	n      uint64
-	chunks []frozenChunk // memoChunkLen ids each
+	n uint64
+	// hot is the first chunk's entries as they are: the keys, actions and
+	// frames that a trace entry reads are mostly among a file's first ids,
+	// and a tail reads one a dozen times an entry, each a load here
+	// instead of three in at.
+	hot    []uint32
+	chunks []frozenChunk // memoChunkLen ids each; the first is empty
 }
 
 type frozenChunk struct {
@@ -49,11 +57,23 @@ func freezeChunk(lo uint64, us []uint32) frozenChunk {
 	return c
 }
 
+// set freezes us, the entries of chunk c (us may be reused after).
+func (f *frozenMemo) set(c int, us []uint32) {
+	if c == 0 {
+		f.hot = slices.Clone(us)
+		return
+	}
+	f.chunks[c] = freezeChunk(uint64(c)*memoChunkLen, us)
+}
+
 // at is entry i, packed; i < f.n. It is kept out of line so that
-// memo.narrow, which reads the memo for fast() and entry, is inlined.
+// memo.word, which reads the memo for fast() and entry, is inlined.
 //
 //go:noinline
 func (f *frozenMemo) at(i uint64) uint32 {
+	if i < uint64(len(f.hot)) {
+		return f.hot[i]
+	}
 	c := &f.chunks[i>>memoChunkBits]
 	j := i & (memoChunkLen - 1)
 	w, bit := c.foreign[j/64], uint64(1)<<(j%64)
@@ -65,7 +85,7 @@ func (f *frozenMemo) at(i uint64) uint32 {
 
 // bytes is what f holds.
 func (f *frozenMemo) bytes() int64 {
-	var n int64
+	n := 4 * int64(cap(f.hot))
 	for _, c := range f.chunks {
 		n += 8*int64(cap(c.foreign)) + 4*int64(cap(c.before)+cap(c.values))
 	}

@@ -4,7 +4,8 @@ import "testing"
 
 // A frozen memo gives back every entry as it was packed: placeholders
 // (KindForeign with their own id) by a bit, anything else, a placeholder
-// for another id included, from its packed values.
+// for another id included, from its packed values; the first chunk's as
+// they are once set (Join's memo).
 func TestFrozenMemo(t *testing.T) {
 	str := func(n uint32) uint32 { return uint32(KindString)<<payloadBits | n }
 	for _, tc := range []struct {
@@ -31,17 +32,26 @@ func TestFrozenMemo(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &frozenMemo{n: uint64(tc.n)}
+			set := &frozenMemo{n: uint64(tc.n), chunks: make([]frozenChunk, (tc.n+memoChunkLen-1)/memoChunkLen)}
 			for lo := 0; lo < tc.n; lo += memoChunkLen {
 				us := make([]uint32, min(memoChunkLen, tc.n-lo))
 				for j := range us {
 					us[j] = tc.entry(uint64(lo + j))
 				}
 				f.chunks = append(f.chunks, freezeChunk(uint64(lo), us))
+				set.set(lo/memoChunkLen, us)
+				clear(us) // set keeps no reference to it
 			}
 			for i := range uint64(tc.n) {
 				if got, want := f.at(i), tc.entry(i); got != want {
 					t.Fatalf("entry %d: %#x, want %#x", i, got, want)
 				}
+				if got, want := set.at(i), tc.entry(i); got != want {
+					t.Fatalf("entry %d, set: %#x, want %#x", i, got, want)
+				}
+			}
+			if len(set.hot) != min(tc.n, memoChunkLen) {
+				t.Errorf("%d entries hot, want the first chunk's %d", len(set.hot), min(tc.n, memoChunkLen))
 			}
 			if got := len(f.chunks[0].values); got != tc.kept {
 				t.Errorf("first chunk keeps %d values, want %d", got, tc.kept)

@@ -255,12 +255,17 @@ func (m *memo) store(i uint64, v Value) error {
 
 // view is how fast() and entry read the memo: ids below n, but for the
 // mapped ones (lo..hi-1, which step reads), those below frozen from the
-// frozen memo. fast() moves n on as it stores.
-type view struct{ n, lo, hi, frozen uint64 }
+// frozen memo, its first hot ones directly. fast() moves n on as it
+// stores.
+type view struct{ n, lo, hi, frozen, hot uint64 }
 
 func (m *memo) view() view {
 	lo, hi := m.mapped()
-	return view{n: m.n, lo: lo, hi: hi, frozen: m.frozenLen()}
+	v := view{n: m.n, lo: lo, hi: hi, frozen: m.frozenLen()}
+	if m.frozen != nil {
+		v.hot = min(uint64(len(m.frozen.hot)), v.frozen)
+	}
+	return v
 }
 
 // word returns entry id, packed, if fast() reads it itself (see view).
@@ -268,6 +273,8 @@ func (m *memo) view() view {
 func (m *memo) word(id uint64, v view) (u uint32, ok bool) {
 	switch {
 	case id >= v.n || id >= v.lo && id < v.hi:
+	case id < v.hot:
+		u, ok = m.frozen.hot[id], true
 	case id < v.frozen:
 		u, ok = m.frozen.at(id), true
 	default:

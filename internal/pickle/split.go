@@ -154,7 +154,7 @@ func Join(walkers []*Decoder, tr []func(Value) Value) (*Decoder, []uint64, error
 					}
 					us[x] = u
 				}
-				f.chunks[c] = freezeChunk(lo, us)
+				f.set(int(c), us)
 			}
 		})
 	}
