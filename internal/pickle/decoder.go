@@ -547,9 +547,9 @@ func (d *Decoder) fast() error {
 				id = uint64(binary.LittleEndian.Uint32(buf[pos+1:]))
 				n = 5
 			}
-			u, ok := m.word(id, mv)
-			if !ok {
-				goto out
+			u, frozen := m.word(id, mv)
+			if frozen {
+				u = m.frozen.at(id)
 			}
 			v, ok := readable(u)
 			if !ok {

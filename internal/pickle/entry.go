@@ -131,12 +131,12 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 		}
 		if learn {
 			id, n := memoID(buf[p:])
-			u, ok := m.word(id, mv)
-			if n == 0 || !ok {
-				return 0, false
+			u, frozen := m.word(id, mv)
+			if frozen {
+				u = m.frozen.at(id)
 			}
 			key, ok := readable(u)
-			if !ok {
+			if n == 0 || !ok {
 				return 0, false
 			}
 			e.learned[k] = newEntryKey(buf[p:p+n], key)
@@ -162,10 +162,11 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 		switch buf[p] {
 		case opBinGet, opLongBinGet:
 			id, n := memoID(buf[p:])
-			u, ok := m.word(id, mv)
-			if !ok {
-				return 0, false
+			u, frozen := m.word(id, mv)
+			if frozen {
+				u = m.frozen.at(id)
 			}
+			var ok bool
 			if e.kv[at], ok = readable(u); !ok {
 				return 0, false
 			}
@@ -273,9 +274,9 @@ func (d *Decoder) entryList(p, limit, at int) (int, bool) {
 		if n == 0 {
 			break
 		}
-		u, ok := m.word(id, mv)
-		if !ok {
-			return 0, false
+		u, frozen := m.word(id, mv)
+		if frozen {
+			u = m.frozen.at(id)
 		}
 		v, ok := readable(u)
 		if !ok {

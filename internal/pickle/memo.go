@@ -81,7 +81,11 @@ func (m *memo) forkAt(n uint64) memo {
 	full := n >> memoChunkBits
 	f := memo{n: n, wide: slices.Clone(m.wide), shared: n, frozen: m.frozen}
 	if m.frozen != nil {
-		f.chunks = make([][]uint32, full, full+1) // nil: read from frozen
+		// Read from frozen, but for the first chunk: its hot entries.
+		f.chunks = make([][]uint32, full, full+1)
+		if full > 0 {
+			f.chunks[0] = m.frozen.hot
+		}
 	} else {
 		f.chunks = slices.Clone(m.chunks[:full])
 		m.shared = max(m.shared, n)
@@ -90,8 +94,11 @@ func (m *memo) forkAt(n uint64) memo {
 		// A frozen fork's ids below n in this chunk are read from frozen
 		// too; Splice fills them with the head's.
 		own := make([]uint32, k, max(k, min(2*k, memoChunkLen)))
-		if m.frozen == nil {
+		switch {
+		case m.frozen == nil:
 			copy(own, m.chunks[full][:k])
+		case full == 0:
+			copy(own, m.frozen.hot[:k]) // read as the hot ones (view)
 		}
 		f.chunks = append(f.chunks, own)
 		f.chunkBytes = 4 * int64(cap(own))
@@ -254,10 +261,10 @@ func (m *memo) store(i uint64, v Value) error {
 }
 
 // view is how fast() and entry read the memo: ids below n, but for the
-// mapped ones (lo..hi-1, which step reads), those below frozen from the
-// frozen memo, its first hot ones directly. fast() moves n on as it
-// stores.
-type view struct{ n, lo, hi, frozen, hot uint64 }
+// mapped ones (lo..hi-1, which step reads), and those from hot to frozen
+// from the frozen memo; a frozen memo's hot ones are the memo's first
+// chunk (forkAt). fast() moves n on as it stores.
+type view struct{ n, lo, hi, hot, frozen uint64 }
 
 func (m *memo) view() view {
 	lo, hi := m.mapped()
@@ -268,19 +275,20 @@ func (m *memo) view() view {
 	return v
 }
 
-// word returns entry id, packed, if fast() reads it itself (see view).
-// It and readable are small enough to be inlined in fast() and entry.
-func (m *memo) word(id uint64, v view) (u uint32, ok bool) {
+// word returns entry id, packed, for fast() and entry (see view), or, if
+// they do not read it, a word that readable refuses. An entry of the
+// frozen memo it leaves to the caller (frozen): reading it there is a call,
+// which would keep word from being inlined, and most of a tail's reads are
+// of its hot entries. The range checks are unsigned: id-lo < hi-lo is
+// lo <= id < hi.
+func (m *memo) word(id uint64, v view) (u uint32, frozen bool) {
 	switch {
-	case id >= v.n || id >= v.lo && id < v.hi:
-	case id < v.hot:
-		u, ok = m.frozen.hot[id], true
-	case id < v.frozen:
-		u, ok = m.frozen.at(id), true
-	default:
-		u, ok = m.chunks[id>>memoChunkBits][id&(memoChunkLen-1)], true
+	case id >= v.n || id-v.lo < v.hi-v.lo:
+		return packedWide << payloadBits, false
+	case id-v.hot < v.frozen-v.hot:
+		return 0, true
 	}
-	return u, ok
+	return m.chunks[id>>memoChunkBits][id&(memoChunkLen-1)], false
 }
 
 // readable returns the packed entry u as a value if fast() pushes it
