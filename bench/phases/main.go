@@ -4,8 +4,10 @@
 // (analyze.AddSnapshot: replay, explain, steps, leaks, digest), reporting
 // wall and CPU seconds per phase and the process's peak RSS after each. bench/run.sh records
 // whole-command numbers; this splits them so a regression can be placed.
+// With -only decode it decodes alone, as bench/run_pairs.sh times two
+// builds' decoders side by side.
 //
-//	go run ./bench/phases [-runs 3] [-cpuprofile cpu.pb.gz] FILE
+//	go run ./bench/phases [-runs 3] [-only decode] [-cpuprofile cpu.pb.gz] FILE
 package main
 
 import (
@@ -28,9 +30,10 @@ import (
 func main() {
 	runs := flag.Int("runs", 1, "repetitions (each in this process; RSS is the process peak)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of all phases to `FILE`")
+	only := flag.String("only", "", "run only the `decode` phase")
 	flag.Parse()
-	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: phases [-runs N] [-cpuprofile F] FILE")
+	if flag.NArg() != 1 || *only != "" && *only != "decode" {
+		fmt.Fprintln(os.Stderr, "usage: phases [-runs N] [-only decode] [-cpuprofile F] FILE")
 		os.Exit(1)
 	}
 	path := flag.Arg(0)
@@ -67,6 +70,9 @@ func main() {
 			sn, err = snapshot.ReadFile(f, st.Size(), 0, nil)
 			return err
 		})
+		if *only == "decode" {
+			continue
+		}
 		var tls []*replay.Timeline
 		phase(r, "replay", mb, func() (err error) {
 			tls, err = replay.Devices(sn)
