@@ -135,6 +135,10 @@ type builder struct {
 	// each trace entry writes its frames as a new list, and entries repeat
 	// a few stacks.
 	recentStacks [256]StackID
+
+	// tmpls are the trace entries' templates that Record builds
+	// (pickle.RecordSink).
+	tmpls []entryTmpl
 }
 
 type recentString struct {
@@ -242,6 +246,83 @@ func (b *builder) List(items []pickle.Value) (pickle.Value, error) {
 	b.scratch.reset(false)
 	b.appendItems(&b.scratch.l, items)
 	return b.closeList(&b.scratch.l)
+}
+
+// entryTmpl is a compiled template of trace entries: the key at each
+// position of a dict's items, and the keys it sets.
+type entryTmpl struct {
+	keys [maxTmplKeys]key
+	set  keySet
+}
+
+// maxTmplKeys is the most keys a compiled template has: eventFast's.
+const maxTmplKeys = 8
+
+// Compile takes templates of trace entries with eventFast's keys alone,
+// each once, "action" among them: closeDict would make each such dict an
+// event, and Record then sets its fields with no lookup by key.
+func (b *builder) Compile(keys []pickle.Value) (int, bool) {
+	var t entryTmpl
+	if len(keys) > maxTmplKeys {
+		return 0, false
+	}
+	for i, k := range keys {
+		if k.Kind != pickle.KindString || k.N >= uint64(len(b.keyOf)) {
+			return 0, false
+		}
+		kk := b.keyOf[k.N]
+		if kk == kUnknown || eventFast&(1<<kk) == 0 || t.set.has(kk) {
+			return 0, false
+		}
+		t.keys[i], t.set = kk, t.set|1<<kk
+	}
+	if !t.set.has(kAction) {
+		return 0, false
+	}
+	for i, u := range b.tmpls {
+		if u == t {
+			return i, true
+		}
+	}
+	b.tmpls = append(b.tmpls, t)
+	return len(b.tmpls) - 1, true
+}
+
+// Record builds a trace entry of template tmpl as List and Dict would: its
+// frames list first (kv[list]), then the event.
+func (b *builder) Record(tmpl int, kv []pickle.Value, list int, items []pickle.Value) (lv, v pickle.Value, err error) {
+	if list >= 0 {
+		if lv, err = b.frames(items); err != nil {
+			return lv, v, err
+		}
+		kv[list] = lv
+	}
+	t := &b.tmpls[tmpl]
+	d := &b.scratch.d
+	b.scratch.dict = true
+	d.set, d.extra = t.set, d.extra[:0]
+	for i, k := range t.keys[:len(kv)/2] {
+		d.f[k] = kv[2*i+1]
+	}
+	v, err = b.closeEvent(d)
+	return lv, v, err
+}
+
+// frames is List(items) for a list of frames, without a container: each
+// trace entry has one.
+func (b *builder) frames(items []pickle.Value) (pickle.Value, error) {
+	fs := b.scratch.l.frames[:0]
+	for _, v := range items {
+		if v.Kind != vFrame && (v.Kind != pickle.KindForeign || v.N >= foreignTag) {
+			return b.List(items)
+		}
+		fs = append(fs, frameOf(v))
+	}
+	b.scratch.l.frames = fs
+	if len(fs) == 0 {
+		return pickle.Value{Kind: vEmpty}, nil
+	}
+	return pickle.Value{Kind: vStack, N: uint64(b.internStack(fs))}, nil
 }
 
 func (b *builder) Append(h pickle.Handle, items []pickle.Value) error {

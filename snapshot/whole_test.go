@@ -72,6 +72,27 @@ func TestWholeContainersMatchGeneric(t *testing.T) {
 	}
 }
 
+// The trace entries of torch's snapshots are built by Record from compiled
+// templates (TestWholeContainersMatchGeneric checks that they come out as
+// the generic path builds them): the GPU-made bench seed's and a training
+// loop's.
+func TestTraceEntriesCompiled(t *testing.T) {
+	for _, path := range []string{"../testdata/scenarios/out/bench_source/bench_source.pickle.gz", "testdata/format/train.pickle"} {
+		b := newBuilder()
+		if _, err := decodeWith(b, bytes.NewReader(readRaw(t, path))); err != nil {
+			t.Fatal(err)
+		}
+		if len(b.tmpls) == 0 {
+			t.Errorf("%s: no template of trace entries compiled", path)
+		}
+		for _, tm := range b.tmpls {
+			if !tm.set.has(kAction) || tm.set&^eventFast != 0 {
+				t.Errorf("%s: template %+v", path, tm)
+			}
+		}
+	}
+}
+
 // repoSnapshots lists every real snapshot in the repository.
 func repoSnapshots(t *testing.T) []string {
 	t.Helper()

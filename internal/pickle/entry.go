@@ -11,8 +11,9 @@ import "encoding/binary"
 // fresh list of memo reads. fast() runs such a dict at 20-odd opcodes,
 // each dispatched, pushed and popped. entry instead reads it in one pass:
 // the keys are compared with the last such dict's (its template) as bytes,
-// the values are read in place, and the sink gets the whole dict; the memo
-// gets the same entries, in the same order, as fast() would write.
+// the values are read in place, and the sink gets the whole dict, by
+// Record if it compiled the template (RecordSink); the memo gets the same
+// entries, in the same order, as fast() would write.
 //
 // Nothing is written before the whole dict has been read: where anything
 // differs (another key, a value of another kind, a FRAME header, a memo
@@ -20,6 +21,24 @@ import "encoding/binary"
 // template, and failing that leaves the dict to fast(). The template lives
 // for one fast() call: no memo entry it names can change meanwhile (fast()
 // only adds entries), where step could rewrite one (BINPUT).
+
+// RecordSink is a WholeSink that builds the dicts entry reads by template
+// without looking their keys up for each: Compile is told a template's
+// keys once, and Record builds each dict of that template. A trace entry's
+// keys cost a lookup each in Dict, and its frames list a container of its
+// own in List.
+type RecordSink interface {
+	WholeSink
+	// Compile reports whether the sink builds the dicts with these keys,
+	// in this order, by Record, and under which number.
+	Compile(keys []Value) (tmpl int, ok bool)
+	// Record builds a dict of template tmpl from kv, its keys and values
+	// in Dict's order, where kv[list], if list >= 0, is to be the list of
+	// items, which Record builds first. It returns the list's value and
+	// the dict's: what List(items) and then Dict(kv) would return, and
+	// the error Dict would (a compiled template's List never fails).
+	Record(tmpl int, kv []Value, list int, items []Value) (lv, v Value, err error)
+}
 
 // maxEntryKeys is the most keys a dict read by entry may have (torch's
 // trace entries have 7 to 9).
@@ -39,6 +58,10 @@ type entryState struct {
 	nkeys  int
 	misses int
 	read   int // dicts read, for tests
+	// tmpl is the template's number in the sink, if compiled says it
+	// builds its dicts by Record.
+	tmpl     int
+	compiled bool
 
 	// The dict being read: its keys and values, the items of its list
 	// value (at kv[list], -1 if none; listMarked: written with MARK and
@@ -83,6 +106,14 @@ func (d *Decoder) entry(pos, limit int) (v Value, next int, ok bool, err error) 
 	if !ok {
 		if next, ok = d.readEntry(pos+3, limit, true); ok {
 			e.keys, e.nkeys = e.learned, e.learnedLen
+			e.compiled = false
+			if rs, is := d.sink.(RecordSink); is {
+				var keys [maxEntryKeys]Value
+				for k, t := range e.keys[:e.nkeys] {
+					keys[k] = t.v
+				}
+				e.tmpl, e.compiled = rs.Compile(keys[:e.nkeys])
+			}
 		}
 	}
 	if !ok {
@@ -321,30 +352,39 @@ func (d *Decoder) buildEntry() (Value, error) {
 		}
 	}
 	kv := e.kv[:e.nkv]
-	if e.list >= 0 {
-		// An empty list without MARK is built when the dict is complete.
-		at, op := e.setItems, byte(opSetItems)
-		var items []Value
-		if e.listMarked {
-			at, op, items = e.appends, opAppends, e.items
-		}
-		lv, err := d.whole.List(items)
-		for k, put := range e.puts[:e.nputs] {
-			if put < 0 && err == nil {
-				err = d.memo.store(dict+1+uint64(k), lv)
-			}
-		}
-		if err != nil {
-			return Value{}, &Error{Offset: d.base + int64(at), Op: op, Err: err}
-		}
-		kv[e.list] = lv
+	var items []Value
+	if e.listMarked {
+		items = e.items
 	}
-	v, err := d.whole.Dict(kv)
+	var lv, v Value
+	var err error
+	at, op := e.setItems, byte(opSetItems) // where a failure is reported
+	switch {
+	case e.compiled:
+		lv, v, err = d.sink.(RecordSink).Record(e.tmpl, kv, e.list, items)
+	case e.list >= 0:
+		// An empty list without MARK is built when the dict is complete.
+		if e.listMarked {
+			at, op = e.appends, opAppends
+		}
+		if lv, err = d.whole.List(items); err == nil {
+			kv[e.list] = lv
+			at, op = e.setItems, opSetItems
+			v, err = d.whole.Dict(kv)
+		}
+	default:
+		v, err = d.whole.Dict(kv)
+	}
+	for k, put := range e.puts[:e.nputs] {
+		if put < 0 && err == nil {
+			err = d.memo.store(dict+1+uint64(k), lv)
+		}
+	}
 	if err == nil {
 		err = d.memo.store(dict, v)
 	}
 	if err != nil {
-		return Value{}, &Error{Offset: d.base + int64(e.setItems), Op: opSetItems, Err: err}
+		return Value{}, &Error{Offset: d.base + int64(at), Op: op, Err: err}
 	}
 	return v, nil
 }

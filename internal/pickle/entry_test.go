@@ -92,3 +92,72 @@ func TestEntryAfterMemoRewrite(t *testing.T) {
 		t.Errorf("%d dicts read by entry, want at least 4", d.ent.read)
 	}
 }
+
+// recordTreeSink builds the dicts of every template by Record, as List and
+// Dict would, and counts them.
+type recordTreeSink struct {
+	*wholeTreeSink
+	compiled, recorded int
+}
+
+func (s *recordTreeSink) Compile(keys []Value) (int, bool) {
+	s.compiled++
+	return len(keys), true
+}
+
+func (s *recordTreeSink) Record(tmpl int, kv []Value, list int, items []Value) (lv, v Value, err error) {
+	if 2*tmpl != len(kv) {
+		return lv, v, fmt.Errorf("template %d for %d keys and values", tmpl, len(kv))
+	}
+	s.recorded++
+	if list >= 0 {
+		if lv, err = s.List(items); err != nil {
+			return lv, v, err
+		}
+		kv[list] = lv
+	}
+	v, err = s.Dict(kv)
+	return lv, v, err
+}
+
+// A RecordSink gets the dicts entry reads by template through Record, and
+// the memo the values Record returns: the same result as the generic path,
+// memo reads of frames lists and dicts made by Record included.
+func TestEntriesRecorded(t *testing.T) {
+	raw, err := os.ReadFile("testdata/containers.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data struct {
+		Cases []struct {
+			Name     string
+			Protocol int
+			Hex      string
+		}
+	}
+	if err := json.Unmarshal(raw, &data); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range data.Cases {
+		if c.Protocol < 4 || c.Name != "entries" && c.Name != "entries_varied" {
+			continue
+		}
+		b, _ := hex.DecodeString(c.Hex)
+		s := &recordTreeSink{wholeTreeSink: &wholeTreeSink{treeSink: newTreeSink()}}
+		v, err := NewDecoder(bytes.NewReader(b), s, DefaultLimits).Decode()
+		if err != nil {
+			t.Fatalf("%s/p%d: %v", c.Name, c.Protocol, err)
+		}
+		if s.compiled == 0 || s.recorded < 100 {
+			t.Errorf("%s/p%d: %d templates compiled, %d dicts recorded", c.Name, c.Protocol, s.compiled, s.recorded)
+		}
+		g := newTreeSink()
+		generic, err := NewDecoder(bytes.NewReader(b), g, DefaultLimits).Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(s.plain(v), g.plain(generic)) {
+			t.Errorf("%s/p%d: the recorded result differs from the generic path's", c.Name, c.Protocol)
+		}
+	}
+}
