@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"reflect"
 	"testing"
 )
@@ -16,20 +15,7 @@ import (
 // "entries", and some of "entries_varied", whose keys, values and frames
 // lists change from one entry to the next.
 func TestEntriesRead(t *testing.T) {
-	raw, err := os.ReadFile("testdata/containers.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var data struct {
-		Cases []struct {
-			Name     string
-			Protocol int
-			Hex      string
-		}
-	}
-	if err := json.Unmarshal(raw, &data); err != nil {
-		t.Fatal(err)
-	}
+	data := readCases(t, "testdata/containers.json")
 	least := map[string]int{"entries": 700, "entries_varied": 150}
 	for _, c := range data.Cases {
 		if least[c.Name] == 0 || c.Protocol < 4 {
@@ -118,46 +104,4 @@ func (s *recordTreeSink) Record(tmpl int, kv []Value, list int, items []Value) (
 	}
 	v, err = s.Dict(kv)
 	return lv, v, err
-}
-
-// A RecordSink gets the dicts entry reads by template through Record, and
-// the memo the values Record returns: the same result as the generic path,
-// memo reads of frames lists and dicts made by Record included.
-func TestEntriesRecorded(t *testing.T) {
-	raw, err := os.ReadFile("testdata/containers.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var data struct {
-		Cases []struct {
-			Name     string
-			Protocol int
-			Hex      string
-		}
-	}
-	if err := json.Unmarshal(raw, &data); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range data.Cases {
-		if c.Protocol < 4 || c.Name != "entries" && c.Name != "entries_varied" {
-			continue
-		}
-		b, _ := hex.DecodeString(c.Hex)
-		s := &recordTreeSink{wholeTreeSink: &wholeTreeSink{treeSink: newTreeSink()}}
-		v, err := NewDecoder(bytes.NewReader(b), s, DefaultLimits).Decode()
-		if err != nil {
-			t.Fatalf("%s/p%d: %v", c.Name, c.Protocol, err)
-		}
-		if s.compiled == 0 || s.recorded < 100 {
-			t.Errorf("%s/p%d: %d templates compiled, %d dicts recorded", c.Name, c.Protocol, s.compiled, s.recorded)
-		}
-		g := newTreeSink()
-		generic, err := NewDecoder(bytes.NewReader(b), g, DefaultLimits).Decode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(s.plain(v), g.plain(generic)) {
-			t.Errorf("%s/p%d: the recorded result differs from the generic path's", c.Name, c.Protocol)
-		}
-	}
 }

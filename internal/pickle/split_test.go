@@ -160,6 +160,36 @@ func TestWalkForks(t *testing.T) {
 	}
 }
 
+// splicedAt decodes the tail of b from the batch at mark into a sink of its
+// own and the head, into head, up to there, then splices the tail into the
+// head, its strings mapped into head's. It returns the head, to go on, and
+// how many of the tail's memo entries have been mapped.
+func splicedAt(t *testing.T, b []byte, mark int64, head *treeSink) (*Decoder, *int) {
+	t.Helper()
+	tail := newTreeSink()
+	td := forkAt(t, b, mark, tail)
+	_, end, err := td.DecodeTail(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDecoder(bytes.NewReader(b), head, DefaultLimits)
+	if at, err := d.DecodeTo(td.TailStart()); !at || err != nil {
+		t.Fatalf("head stopped at %d (%v), want the tail's start %d", d.Offset(), err, td.TailStart())
+	}
+	mapped := new(int)
+	tr := func(v Value) Value {
+		*mapped++
+		if v.Kind == KindString {
+			v, _ = head.String([]byte(tail.strs[v.N]), false)
+		}
+		return v
+	}
+	if err := d.Splice(td, tr, bytes.NewReader(b[end:])); err != nil {
+		t.Fatal(err)
+	}
+	return d, mapped
+}
+
 // After a splice the head reads the tail's memo entries mapped into its
 // own values, lazily, and a store into their range first maps them all.
 func TestSpliceMemo(t *testing.T) {
@@ -185,44 +215,25 @@ func TestSpliceMemo(t *testing.T) {
 	b = append(b, get(2100)...)
 	b = append(b, opTuple, opTuple3, opStop)
 
-	head, tail := newTreeSink(), newTreeSink()
-	td := forkAt(t, b, marks[1], tail)
-	if _, end, err := td.DecodeTail(nil); err != nil {
+	head := newTreeSink()
+	d, mapped := splicedAt(t, b, marks[1], head)
+	if *mapped != 0 {
+		t.Errorf("the splice mapped %d entries, want none before they are read", *mapped)
+	}
+	v, err := d.Decode()
+	if err != nil {
 		t.Fatal(err)
-	} else {
-		d := NewDecoder(bytes.NewReader(b), head, DefaultLimits)
-		if at, err := d.DecodeTo(td.TailStart()); !at || err != nil {
-			t.Fatalf("head stopped at %d (%v), want the tail's start %d", d.Offset(), err, td.TailStart())
-		}
-		mapped := 0
-		tr := func(v Value) Value {
-			mapped++
-			if v.Kind == KindString {
-				v, _ = head.String([]byte(tail.strs[v.N]), false)
-			}
-			return v
-		}
-		if err := d.Splice(td, tr, bytes.NewReader(b[end:])); err != nil {
-			t.Fatal(err)
-		}
-		if mapped != 0 {
-			t.Errorf("the splice mapped %d entries, want none before they are read", mapped)
-		}
-		v, err := d.Decode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		str := func(s string) any { return map[string]any{"str": s} }
-		got := head.plain(v).(map[string]any)["tuple"].([]any)[1:]
-		want := []any{str("s1500"), map[string]any{"tuple": []any{str("s10"), str("s2999"), str("new"), str("s2100")}}}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("after the list: %v, want %v", got, want)
-		}
-		// s1500 and s2999 read lazily, then all 2000 of the tail's entries
-		// (ids 1001..3000) mapped for the store.
-		if mapped != 2+2000 {
-			t.Errorf("%d entries mapped, want 2 reads and the 2000 entries of the tail", mapped)
-		}
+	}
+	str := func(s string) any { return map[string]any{"str": s} }
+	got := head.plain(v).(map[string]any)["tuple"].([]any)[1:]
+	want := []any{str("s1500"), map[string]any{"tuple": []any{str("s10"), str("s2999"), str("new"), str("s2100")}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("after the list: %v, want %v", got, want)
+	}
+	// s1500 and s2999 read lazily, then all 2000 of the tail's entries
+	// (ids 1001..3000) mapped for the store.
+	if *mapped != 2+2000 {
+		t.Errorf("%d entries mapped, want 2 reads and the 2000 entries of the tail", *mapped)
 	}
 }
 
@@ -256,27 +267,8 @@ func TestMemoAfterSplice(t *testing.T) {
 	}
 	b = append(b, opTuple, opTuple3, opStop)
 
-	head, tail := newTreeSink(), newTreeSink()
-	td := forkAt(t, b, marks[1], tail)
-	_, end, err := td.DecodeTail(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := NewDecoder(bytes.NewReader(b), head, DefaultLimits)
-	if at, err := d.DecodeTo(td.TailStart()); !at || err != nil {
-		t.Fatalf("head stopped at %d (%v), want the tail's start %d", d.Offset(), err, td.TailStart())
-	}
-	mapped := 0
-	tr := func(v Value) Value {
-		mapped++
-		if v.Kind == KindString {
-			v, _ = head.String([]byte(tail.strs[v.N]), false)
-		}
-		return v
-	}
-	if err := d.Splice(td, tr, bytes.NewReader(b[end:])); err != nil {
-		t.Fatal(err)
-	}
+	head := newTreeSink()
+	d, mapped := splicedAt(t, b, marks[1], head)
 	v, err := d.Decode()
 	if err != nil {
 		t.Fatal(err)
@@ -287,8 +279,8 @@ func TestMemoAfterSplice(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("after the list: %v, want %v", got, want)
 	}
-	if mapped != 1 {
-		t.Errorf("%d entries mapped, want the one read of the tail's", mapped)
+	if *mapped != 1 {
+		t.Errorf("%d entries mapped, want the one read of the tail's", *mapped)
 	}
 	if d.Memoized() != 2041 {
 		t.Errorf("memo holds %d entries, want 2041", d.Memoized())
