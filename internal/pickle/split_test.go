@@ -190,20 +190,29 @@ func splicedAt(t *testing.T, b []byte, mark int64, head *treeSink) (*Decoder, *i
 	return d, mapped
 }
 
-// After a splice the head reads the tail's memo entries mapped into its
-// own values, lazily, and a store into their range first maps them all.
-func TestSpliceMemo(t *testing.T) {
-	b := []byte{opProto, 4, opEmptyList, opMemoize} // the list is id 0, item j is id j+1
+// stringList is what CPython's pickler writes (protocol 4, no frames) for
+// the start of a list of n distinct strings s0, s1, ..., in batches of
+// 1,000: the list is memo id 0, item j id j+1. It returns the pickle,
+// which goes on after the list, and the offsets of the batches' MARKs.
+func stringList(n int) ([]byte, []int64) {
+	b := []byte{opProto, 4, opEmptyList, opMemoize}
 	var marks []int64
-	for i := 0; i < 3000; i += 1000 {
+	for i := 0; i < n; i += 1000 {
 		marks = append(marks, int64(len(b)))
 		b = append(b, opMark)
-		for j := i; j < i+1000; j++ {
+		for j := i; j < min(n, i+1000); j++ {
 			s := fmt.Sprintf("s%d", j)
 			b = append(append(append(b, opShortBinUnicode, byte(len(s))), s...), opMemoize)
 		}
 		b = append(b, opAppends)
 	}
+	return b, marks
+}
+
+// After a splice the head reads the tail's memo entries mapped into its
+// own values, lazily, and a store into their range first maps them all.
+func TestSpliceMemo(t *testing.T) {
+	b, marks := stringList(3000)
 	get := func(item int) []byte { return binary.LittleEndian.AppendUint32([]byte{opLongBinGet}, uint32(item+1)) }
 	b = append(b, get(1500)...) // not a MARK: the tail ends at the list's end
 	b = append(b, opMark)
@@ -241,17 +250,7 @@ func TestSpliceMemo(t *testing.T) {
 // its new entries after the tail's, and its own before them, are read as
 // they are; only the tail's are mapped.
 func TestMemoAfterSplice(t *testing.T) {
-	b := []byte{opProto, 4, opEmptyList, opMemoize} // the list is id 0, item j is id j+1
-	var marks []int64
-	for i := 0; i < 2000; i += 1000 {
-		marks = append(marks, int64(len(b)))
-		b = append(b, opMark)
-		for j := i; j < i+1000; j++ {
-			s := fmt.Sprintf("s%d", j)
-			b = append(append(append(b, opShortBinUnicode, byte(len(s))), s...), opMemoize)
-		}
-		b = append(b, opAppends)
-	}
+	b, marks := stringList(2000)
 	get := func(id int) []byte { return binary.LittleEndian.AppendUint32([]byte{opLongBinGet}, uint32(id)) }
 	b = append(b, get(11)...) // the head's own, s10; not a MARK: the tail ends at the list's end
 	b = append(b, opMark)
