@@ -43,8 +43,9 @@ type Decoder struct {
 	eof   bool
 
 	sink    Sink
-	whole   WholeSink // sink, if it builds whole containers (whole.go)
-	keeper  Keeper    // sink, if it says what it keeps (budget.go)
+	whole   WholeSink  // sink, if it builds whole containers (whole.go)
+	keeper  Keeper     // sink, if it says what it keeps (budget.go)
+	records RecordSink // sink, if it builds dicts by template (entry.go)
 	pending []pending
 	lim     Limits
 	proto   int
@@ -82,6 +83,7 @@ func NewDecoder(r io.Reader, sink Sink, lim Limits) *Decoder {
 	d := &Decoder{r: r, buf: make([]byte, minBuf), sink: sink, lim: lim, stop: -1}
 	d.whole, _ = sink.(WholeSink)
 	d.keeper, _ = sink.(Keeper)
+	d.records, _ = sink.(RecordSink)
 	return d
 }
 
@@ -95,6 +97,7 @@ func NewDecoderBytes(src []byte, sink Sink, lim Limits, moved func(base int64)) 
 	d := &Decoder{src: src, moved: moved, sink: sink, lim: lim, stop: -1}
 	d.whole, _ = sink.(WholeSink)
 	d.keeper, _ = sink.(Keeper)
+	d.records, _ = sink.(RecordSink)
 	return d
 }
 

@@ -107,12 +107,12 @@ func (d *Decoder) entry(pos, limit int) (v Value, next int, ok bool, err error) 
 		if next, ok = d.readEntry(pos+3, limit, true); ok {
 			e.keys, e.nkeys = e.learned, e.learnedLen
 			e.compiled = false
-			if rs, is := d.sink.(RecordSink); is {
+			if d.records != nil {
 				var keys [maxEntryKeys]Value
 				for k, t := range e.keys[:e.nkeys] {
 					keys[k] = t.v
 				}
-				e.tmpl, e.compiled = rs.Compile(keys[:e.nkeys])
+				e.tmpl, e.compiled = d.records.Compile(keys[:e.nkeys])
 			}
 		}
 	}
@@ -361,7 +361,7 @@ func (d *Decoder) buildEntry() (Value, error) {
 	at, op := e.setItems, byte(opSetItems) // where a failure is reported
 	switch {
 	case e.compiled:
-		lv, v, err = d.sink.(RecordSink).Record(e.tmpl, kv, e.list, items)
+		lv, v, err = d.records.Record(e.tmpl, kv, e.list, items)
 	case e.list >= 0:
 		// An empty list without MARK is built when the dict is complete.
 		if e.listMarked {
