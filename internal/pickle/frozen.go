@@ -66,10 +66,7 @@ func (f *frozenMemo) set(c int, us []uint32) {
 	f.chunks[c] = freezeChunk(uint64(c)*memoChunkLen, us)
 }
 
-// at is entry i, packed; i < f.n. It is kept out of line so that
-// memo.word, which reads the memo for fast() and entry, is inlined.
-//
-//go:noinline
+// at is entry i, packed; i < f.n.
 func (f *frozenMemo) at(i uint64) uint32 {
 	if i < uint64(len(f.hot)) {
 		return f.hot[i]
