@@ -319,10 +319,16 @@ func (b *builder) frames(items []pickle.Value) (pickle.Value, error) {
 		fs = append(fs, frameOf(v))
 	}
 	b.scratch.l.frames = fs
-	if len(fs) == 0 {
-		return pickle.Value{Kind: vEmpty}, nil
+	return b.stackValue(fs), nil
+}
+
+// stackValue is the value of a list of frames: an empty list, or the
+// stack it interns.
+func (b *builder) stackValue(frames []FrameID) pickle.Value {
+	if len(frames) == 0 {
+		return pickle.Value{Kind: vEmpty}
 	}
-	return pickle.Value{Kind: vStack, N: uint64(b.internStack(fs))}, nil
+	return pickle.Value{Kind: vStack, N: uint64(b.internStack(frames))}
 }
 
 func (b *builder) Append(h pickle.Handle, items []pickle.Value) error {
@@ -422,10 +428,8 @@ func (b *builder) closeList(l *listB) (pickle.Value, error) {
 		b.lists = append(b.lists, append([]pickle.Value(nil), l.generic...))
 		b.kept += valueBytes * int64(len(l.generic)+2)
 		return pickle.Value{Kind: vList, N: uint64(len(b.lists) - 1)}, nil
-	case l.elem == 0:
-		return pickle.Value{Kind: vEmpty}, nil
-	case l.elem == vFrame:
-		return pickle.Value{Kind: vStack, N: uint64(b.internStack(l.frames))}, nil
+	case l.elem == 0, l.elem == vFrame:
+		return b.stackValue(l.frames), nil
 	}
 	start := l.start
 	if l.idx != nil {
