@@ -109,8 +109,8 @@ type replayer struct {
 
 	known     []knownSize // ascending index
 	layout    *layout
-	blocks    *addrMap[activeBlock] // address of an active block -> its allocation and sizes
-	wideSizes map[int32]uint64      // sizes refs cannot hold, by allocation index
+	blocks    *addrMap[activeBlock] // address of an active block -> its allocation and requested size
+	fullSizes map[int32]uint64      // the block sizes of full records, for the placer (blockSize)
 	traced    segmentSet            // ranges reserved by events of the trace
 	poolOf    map[snapshot.PoolID]int
 	pools     []Sample // per pool index, running
@@ -306,7 +306,11 @@ func (r *replayer) reconstruct() {
 	for i := range allocs {
 		a := &allocs[i]
 		pool := r.poolIndex(a.Pool)
-		r.blocks.set(a.Addr, activeBlock{r.newBlockRef(r.t.add(a, pool), a.Size), a.Requested})
+		k := r.t.add(a, pool)
+		if r.t.allocs[k].full() {
+			r.keepFullSize(k, a.Size)
+		}
+		r.blocks.set(a.Addr, activeBlock{k, a.Requested})
 		p := &r.pools[pool]
 		p.Active += int64(a.Size)
 		if a.Free != BeforeRecording {

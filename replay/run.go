@@ -6,14 +6,20 @@ import (
 	"github.com/vramscope/vramscope/snapshot"
 )
 
-// run is step 3: one forward pass over the events, on two goroutines that
-// each do about half of the work. The placer (place) keeps the allocator's
-// layout: which block each alloc takes, of what size and in which pool,
-// and which allocation each free ends, and writes each alloc's record. The
-// accountant (account, on this goroutine) ends the records and builds the
-// usage series from what the placer found, a batch of events behind it. Per event each does a few
-// map operations or record updates; neither allocates per event. On the
-// 996 MB bench file (11.4 M events) the pass took 0.65 s on one core.
+// run is step 3: one forward pass over the events, in a pipeline of
+// goroutines a batch of events apart, each with a few map operations or
+// record updates per event and no allocation. The matcher (match)
+// unpacks the events and keeps the map of active blocks: which allocation
+// each free ends. The placer (place) keeps the allocator's layout: which
+// block each alloc takes, of what size and in which pool, and writes each
+// alloc's record. The accountant (account, on this goroutine) ends the
+// records and sums the usage, whose series three writers (write) code.
+// On the 996 MB bench file (11.4 M events) the pass took 0.65 s on one
+// core. On 16 it took 0.6 s of wall time as two goroutines (the matcher
+// and placer one, the accountant with the writers the other), as long as
+// the first alone; split so, analyze of that file took 1.10-1.25 s
+// instead of 1.24-1.41 (5 runs each, alternating), and no longer on 2 or
+// 8 cores (bench/RESULTS.md).
 func (r *replayer) run() {
 	t := r.t
 	n := r.tr.Len()
@@ -37,31 +43,60 @@ func (r *replayer) run() {
 
 	empty := make(chan placedBatch, placedBatches)
 	for range placedBatches {
-		empty <- placedBatch{events: make([]snapshot.Event, placedBatchLen), words: make([]int64, placedBatchLen)}
+		b := placedBatch{events: make([]snapshot.Event, placedBatchLen), words: make([]int64, placedBatchLen)}
+		for m := range b.values {
+			b.values[m] = make([]int64, placedBatchLen)
+		}
+		empty <- b
 	}
-	full := make(chan placedBatch, placedBatches)
-	go r.place(n, int32(initial), len(t.full), empty, full)
-	r.account(int32(initial), full, empty)
+	matched, placed := make(chan placedBatch, placedBatches), make(chan placedBatch, placedBatches)
+	var matchCaveats, placeCaveats caveatCounter
+	go r.match(n, int32(initial), &matchCaveats, empty, matched)
+	go r.place(int32(initial), len(t.full), &placeCaveats, matched, placed)
+	// The writers pass each batch on, the last back to the matcher.
+	summed := make(chan placedBatch, placedBatches)
+	in := summed
+	for m, s := range []*series{&t.allocated, &t.waste, &t.active} {
+		out := make(chan placedBatch, placedBatches)
+		go s.write(m, in, out)
+		in = out
+	}
+	written := make(chan struct{})
+	go func() {
+		for b := range in {
+			empty <- b
+		}
+		close(written)
+	}()
+	r.account(int32(initial), placed, summed)
+	<-written
+	r.caveats.mergeRun(&matchCaveats, &placeCaveats)
 }
 
-// The placer hands the accountant batches of placedBatchLen events, at
-// most placedBatches at a time (5 MiB in all). The length is a variable for
-// tests to cross batch boundaries with few events.
-var placedBatchLen = 1 << 14
+// The matcher hands the placer, the placer the accountant and so on,
+// batches of placedBatchLen events, at most placedBatches at a time
+// (12 MiB in all). The length is a variable for tests to cross batch
+// boundaries with few events.
+var placedBatchLen = 1 << 13
 
-const placedBatches = 8
+const placedBatches = 24
 
-// placedBatch is what the placer found for events start.. of one batch,
-// with the events, which it unpacks for both (0.24 s of the accountant's
-// 0.56 s on the 996 MB bench file went to unpacking them again):
-// per event a word (placedAlloc's, or for a free freeWord's, -1 for none,
-// or for a segment event its pool index), and the allocs
-// whose word could not say everything.
+// placedBatch is what the matcher and the placer found for events start..
+// of one batch, with the events, which the matcher unpacks for all three
+// (0.24 s of the accountant's 0.56 s on the 996 MB bench file went to
+// unpacking them again): per event a word, and the allocs whose word could
+// not say everything. The matcher's word is, for an alloc, the allocation
+// it ends at an address still active (-1: none); for a free, freeWord's
+// (-1: no block active at the address). The placer replaces an alloc's
+// with placedAlloc's and gives a segment event's its pool index. The
+// accountant's values are each event's allocated bytes, waste and active
+// bytes, for the writers.
 type placedBatch struct {
 	start  int
 	events []snapshot.Event
 	words  []int64
 	rare   []rareAlloc
+	values [3][]int64
 }
 
 // rareAlloc is an alloc whose block size or pool index does not fit its
@@ -83,21 +118,71 @@ func placedAlloc(size uint64, pool int) int64 {
 	return int64(size)<<16 | int64(pool)
 }
 
-// place is the placer: it replays the events on the layout and the map of
-// active blocks, writes the allocations' records, and sends what it found
-// in batches. Allocation k is the k-th record: the next traced alloc gets
-// index next; the next full record's Allocation, t.full[nextFull].
-func (r *replayer) place(n int, next int32, nextFull int, empty <-chan placedBatch, full chan<- placedBatch) {
-	defer close(full)
-	nextSeg, nextKnown := 0, 0
+// match is the matcher: it unpacks the events, keeps the map of active
+// blocks and sends its words in batches. The next traced alloc is
+// allocation next.
+func (r *replayer) match(n int, next int32, caveats *caveatCounter, empty <-chan placedBatch, matched chan<- placedBatch) {
+	defer close(matched)
 	for start := 0; start < n; start += placedBatchLen {
 		b := <-empty
 		b.start, b.rare = start, b.rare[:0]
 		b.events = r.tr.Events(b.events[:cap(b.events)], start)
 		b.words = b.words[:len(b.events)]
-		for j, e := range b.events {
-			i := start + j
-			var w int64
+		for j := range b.events {
+			e := &b.events[j]
+			w := int64(-1)
+			switch e.Action {
+			case snapshot.ActionAlloc:
+				if old, ok := r.blocks.get(e.Addr); ok {
+					// The address is still active: its free was not recorded.
+					caveats.add(LayoutConflict, start+j, 0)
+					w = int64(old.k)
+				}
+				r.blocks.set(e.Addr, activeBlock{next, e.Size})
+				next++
+			case snapshot.ActionFreeRequested:
+				w = r.matchFree(start+j, e, !r.hasCompleted, caveats)
+			case snapshot.ActionFreeCompleted:
+				w = r.matchFree(start+j, e, true, caveats)
+			}
+			b.words[j] = w
+		}
+		matched <- b
+	}
+}
+
+// matchFree matches a free_requested (ends: false unless the trace
+// records no free_completed) or a free_completed (ends: true) with the
+// block active at its address: the one that ends the block removes it. It
+// returns freeWord's word of the allocation freed, or -1 if no block was
+// active at the address.
+func (r *replayer) matchFree(i int, e *snapshot.Event, ends bool, caveats *caveatCounter) int64 {
+	var b activeBlock
+	var ok bool
+	if ends {
+		b, ok = r.blocks.remove(e.Addr)
+	} else {
+		b, ok = r.blocks.get(e.Addr)
+	}
+	if !ok {
+		caveats.add(LayoutConflict, i, 0)
+		return -1
+	}
+	return freeWord(b.k, b.requested)
+}
+
+// place is the placer: it replays the matched events on the layout,
+// writes the allocations' records, and passes the batches on with its
+// words. Allocation k is the k-th record: the next traced alloc gets
+// index next; the next full record's Allocation, t.full[nextFull].
+func (r *replayer) place(next int32, nextFull int, caveats *caveatCounter, matched <-chan placedBatch, placed chan<- placedBatch) {
+	defer close(placed)
+	nextSeg, nextKnown := 0, 0
+	for b := range matched {
+		for j := range b.events {
+			i := b.start + j
+			e := &b.events[j]
+			w := &b.words[j]
 			switch e.Action {
 			case snapshot.ActionAlloc:
 				var known uint64
@@ -105,48 +190,46 @@ func (r *replayer) place(n int, next int32, nextFull int, empty <-chan placedBat
 					known = r.known[nextKnown].size
 					nextKnown++
 				}
-				w = r.placeAlloc(i, e, known, next, &nextFull, &b)
+				*w = r.placeAlloc(i, e, known, next, int32(*w), &nextFull, &b, caveats)
 				next++
 			case snapshot.ActionFreeRequested:
-				w = r.placeFree(i, e, !r.hasCompleted)
+				if !r.hasCompleted {
+					r.placeFree(e, *w)
+				}
 			case snapshot.ActionFreeCompleted:
-				w = r.placeFree(i, e, true)
+				r.placeFree(e, *w)
 			case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
-				w = int64(r.placeSegment(i, e, r.t.segInfos[nextSeg]))
+				*w = int64(r.placeSegment(i, e, r.t.segInfos[nextSeg], caveats))
 				nextSeg++
 			}
-			b.words[j] = w
 		}
-		full <- b
+		placed <- b
 	}
 }
 
 // placeAlloc places alloc i, allocation k, and writes its record; known
-// is the block size from the final snapshot, or 0. It returns the event's
-// word.
-func (r *replayer) placeAlloc(i int, e snapshot.Event, known uint64, k int32, nextFull *int, b *placedBatch) int64 {
-	ended := int32(-1)
-	if old, ok := r.blocks.get(e.Addr); ok {
-		// The address is still active: its free was not recorded.
-		r.caveats.add(LayoutConflict, i, 0)
-		ended = old.ref.index()
-		r.layout.release(e.Addr, r.blockSize(old.ref))
+// is the block size from the final snapshot, or 0, and ended the
+// allocation still active at its address (-1: none). It returns the
+// event's word.
+func (r *replayer) placeAlloc(i int, e *snapshot.Event, known uint64, k, ended int32, nextFull *int, b *placedBatch, caveats *caveatCounter) int64 {
+	if ended >= 0 {
+		r.layout.release(e.Addr, r.blockSize(ended))
 	}
 	size, seg, ok := r.layout.take(e.Addr, e.Size, known)
 	switch {
 	case seg < 0:
-		r.caveats.add(UnknownAddress, i, size)
+		caveats.add(UnknownAddress, i, size)
 	case !ok:
-		r.caveats.add(LayoutConflict, i, size)
+		caveats.add(LayoutConflict, i, size)
 	}
 	pool := 0
 	if seg >= 0 {
 		pool = r.poolIndex(r.layout.segs[seg].pool)
 	}
-	r.blocks.set(e.Addr, activeBlock{r.newBlockRef(k, size), e.Size})
 	rec := newRecord(&Allocation{Size: size, Start: int32(i), Free: LiveAtEnd, End: LiveAtEnd, Origin: Traced}, pool, *nextFull)
 	if rec.full() {
 		*nextFull++
+		r.keepFullSize(k, size)
 	}
 	r.t.allocs[k] = rec
 	w := placedAlloc(size, pool)
@@ -157,25 +240,13 @@ func (r *replayer) placeAlloc(i int, e snapshot.Event, known uint64, k int32, ne
 	return w
 }
 
-// placeFree places a free_requested (ends: false unless the trace records
-// no free_completed) or a free_completed (ends: true): the one that ends
-// the block gives its range back to the layout. It returns freeWord's word
-// of the allocation freed, or -1 if no block was active at the address.
-func (r *replayer) placeFree(i int, e snapshot.Event, ends bool) int64 {
-	var b activeBlock
-	var ok bool
-	if ends {
-		if b, ok = r.blocks.remove(e.Addr); ok {
-			r.layout.release(e.Addr, r.blockSize(b.ref))
-		}
-	} else {
-		b, ok = r.blocks.get(e.Addr)
+// placeFree gives the block a free ends, whose matcher's word is w (-1:
+// none), back to the layout.
+func (r *replayer) placeFree(e *snapshot.Event, w int64) {
+	if w >= 0 {
+		k, _ := freed(w)
+		r.layout.release(e.Addr, r.blockSize(k))
 	}
-	if !ok {
-		r.caveats.add(LayoutConflict, i, 0)
-		return -1
-	}
-	return freeWord(b.ref.index(), b.requested)
 }
 
 // A free's word holds the allocation it frees and that allocation's
@@ -196,32 +267,31 @@ func freed(w int64) (k int32, requested uint64) { return int32(w), uint64(w >> 3
 // placeSegment places a segment event with the info of the range it
 // creates (for releases, the segment's own info is used), and returns the
 // pool index.
-func (r *replayer) placeSegment(i int, e snapshot.Event, info segmentInfo) int {
+func (r *replayer) placeSegment(i int, e *snapshot.Event, info segmentInfo, caveats *caveatCounter) int {
 	if e.Action == snapshot.ActionSegmentFree || e.Action == snapshot.ActionSegmentUnmap {
 		if s := r.layout.find(e.Addr); s >= 0 {
 			info = r.layout.segs[s].segmentInfo
 		}
 		if _, ok := r.traced.remove(e.Addr, e.Size); !ok {
-			r.caveats.add(SegmentsBeforeRecording, i, e.Size)
+			caveats.add(SegmentsBeforeRecording, i, e.Size)
 		}
 	} else {
 		r.traced.add(e.Addr, e.Size, info, e.Action == snapshot.ActionSegmentMap)
 	}
-	if !r.layout.applySegment(e, info) {
-		r.caveats.add(LayoutConflict, i, e.Size)
+	if !r.layout.applySegment(*e, info) {
+		caveats.add(LayoutConflict, i, e.Size)
 	}
 	return r.poolIndex(info.pool)
 }
 
 // account is the accountant: it turns the placer's batches into the
-// records' ends, the usage series, the pool steps and the peaks, and hands
-// each batch's words back to be refilled. The next traced alloc is
+// records' ends, the usage, the pool steps and the peaks, and hands each
+// batch with its values to the writers. The next traced alloc is
 // allocation next, whose record the placer wrote.
-func (r *replayer) account(next int32, full <-chan placedBatch, empty chan<- placedBatch) {
+func (r *replayer) account(next int32, placed <-chan placedBatch, summed chan<- placedBatch) {
 	t := r.t
 	cur := t.Initial
-	n := t.Len()
-	for b := range full {
+	for b := range placed {
 		rare := b.rare
 		for j, w := range b.words {
 			i := b.start + j
@@ -293,20 +363,31 @@ func (r *replayer) account(next int32, full <-chan placedBatch, empty chan<- pla
 					}
 				}
 			}
-			// put, inlined, takes the values of real traces; set, out of line,
-			// any value.
-			if !t.allocated.put(i, cur.Allocated) || !t.waste.put(i, cur.Allocated-cur.Requested) || !t.active.put(i, cur.Active) {
-				t.allocated.set(i, cur.Allocated)
-				t.waste.set(i, cur.Allocated-cur.Requested)
-				t.active.set(i, cur.Active)
+			b.values[0][j], b.values[1][j], b.values[2][j] = cur.Allocated, cur.Allocated-cur.Requested, cur.Active
+		}
+		summed <- b
+	}
+	close(summed)
+}
+
+// write is the writer of series s, the values[m] of each batch: it codes
+// them and passes the batch on.
+func (s *series) write(m int, in <-chan placedBatch, out chan<- placedBatch) {
+	defer close(out)
+	n := s.len()
+	for b := range in {
+		for j, v := range b.values[m][:len(b.words)] {
+			// put, inlined, takes the values of real traces; set, out of
+			// line, any value.
+			i := b.start + j
+			if !s.put(i, v) {
+				s.set(i, v)
 			}
 			if endsBlock(i, n) {
-				t.allocated.seal(i)
-				t.waste.seal(i)
-				t.active.seal(i)
+				s.seal(i)
 			}
 		}
-		empty <- b
+		out <- b
 	}
 }
 
@@ -338,41 +419,29 @@ func (r *replayer) recordPool(rec *allocRecord) int {
 	return rec.pool()
 }
 
-// activeBlock is what the placer keeps of an active block: its ref and
-// its requested size.
+// activeBlock is what the matcher keeps of an active block: its
+// allocation and its requested size.
 type activeBlock struct {
-	ref       blockRef
+	k         int32
 	requested uint64
 }
 
-// blockRef is the allocation of an active block and its size: its allocation's
-// index and its size in 512-byte units, or refWide if the size is not a
-// whole number of units below 2 TiB (replayer.wideSizes has it then).
-type blockRef uint64
-
-const refWide = 1<<32 - 1
-
-func (b blockRef) index() int32 { return int32(b >> 32) }
-
-// newBlockRef returns the ref of allocation k, of size bytes.
-func (r *replayer) newBlockRef(k int32, size uint64) blockRef {
-	units := size >> allocator.MinBlockBits
-	if units<<allocator.MinBlockBits != size || units >= refWide {
-		if r.wideSizes == nil {
-			r.wideSizes = map[int32]uint64{}
-		}
-		r.wideSizes[k] = size
-		units = refWide
+// blockSize is the block size of allocation k, as the placer knows it:
+// its record's, or for a full record the copy keepFullSize made, as
+// Timeline.full grows on the accountant's goroutine meanwhile.
+func (r *replayer) blockSize(k int32) uint64 {
+	if rec := &r.t.allocs[k]; !rec.full() {
+		return uint64(rec.units()) << allocator.MinBlockBits
 	}
-	return blockRef(uint64(uint32(k))<<32 | units)
+	return r.fullSizes[k]
 }
 
-// blockSize is the size of the block b refers to.
-func (r *replayer) blockSize(b blockRef) uint64 {
-	if units := uint64(b & refWide); units != refWide {
-		return units << allocator.MinBlockBits
+// keepFullSize notes the block size of allocation k, whose record is full.
+func (r *replayer) keepFullSize(k int32, size uint64) {
+	if r.fullSizes == nil {
+		r.fullSizes = map[int32]uint64{}
 	}
-	return r.wideSizes[b.index()]
+	r.fullSizes[k] = size
 }
 
 // compareFinal checks the replayed end state against the final snapshot,
@@ -386,7 +455,7 @@ func (r *replayer) compareFinal() {
 			continue
 		}
 		matched++
-		a := r.t.Allocation(int(b.ref.index()))
+		a := r.t.Allocation(int(b.k))
 		pending := a.Free != LiveAtEnd
 		if a.Size != fb.size || a.Requested != fb.requested || pending != (fb.state == snapshot.ActivePendingFree) {
 			diff++

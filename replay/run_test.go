@@ -71,13 +71,57 @@ func TestReplayInconsistentTrace(t *testing.T) {
 		if got[LayoutConflict] != 2*reps || got[UnknownAddress] != reps || len(got) != 2 {
 			t.Errorf("%d reps: caveats %v, want %d layout conflicts and %d unknown addresses", reps, tl.Caveats, 2*reps, reps)
 		}
+		// The matcher finds the first conflict (the alloc at an active
+		// address), the placer the alloc outside the segments.
+		for _, c := range tl.Caveats {
+			if want := map[CaveatKind]int{LayoutConflict: 1, UnknownAddress: 2}[c.Kind]; c.Index != want {
+				t.Errorf("%d reps: %v first at event %d, want %d", reps, c.Kind, c.Index, want)
+			}
+		}
+	}
+}
+
+// The caveats the matcher and the placer count apart add up to what one
+// counter would have counted in event order: a kind's first event is the
+// one counted before the forward pass, else the earlier of theirs.
+func TestCaveatsMergeRun(t *testing.T) {
+	counted := func(index, count int) caveatCounter {
+		var cc caveatCounter
+		for range count {
+			cc.add(LayoutConflict, index, 512)
+		}
+		return cc
+	}
+	for _, tt := range []struct {
+		name                 string
+		before, match, place caveatCounter
+		want                 Caveat
+	}{
+		{"none", caveatCounter{}, caveatCounter{}, caveatCounter{}, Caveat{}},
+		{"matcher only", caveatCounter{}, counted(7, 2), caveatCounter{}, Caveat{Count: 2, Bytes: 1024, Index: 7}},
+		{"placer only", caveatCounter{}, caveatCounter{}, counted(9, 1), Caveat{Count: 1, Bytes: 512, Index: 9}},
+		{"matcher first", caveatCounter{}, counted(3, 1), counted(9, 2), Caveat{Count: 3, Bytes: 1536, Index: 3}},
+		{"placer first", caveatCounter{}, counted(30, 1), counted(9, 2), Caveat{Count: 3, Bytes: 1536, Index: 9}},
+		{"same event", caveatCounter{}, counted(4, 1), counted(4, 1), Caveat{Count: 2, Bytes: 1024, Index: 4}},
+		// Counted while undoing the segment events, backwards: its first
+		// is the latest, and stays first.
+		{"before the pass", counted(500, 1), counted(3, 1), counted(9, 1), Caveat{Count: 3, Bytes: 1536, Index: 500}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cc := tt.before
+			cc.mergeRun(&tt.match, &tt.place)
+			if got := cc[LayoutConflict]; got != tt.want {
+				t.Errorf("merged %+v, want %+v", got, tt.want)
+			}
+		})
 	}
 }
 
 // The placer's batches change nothing: the timeline is the same whatever
 // their length, with rare allocs at every position of a batch.
 func TestReplayBatches(t *testing.T) {
-	defer func(n int) { placedBatchLen = n }(placedBatchLen)
+	batchLen := placedBatchLen
+	defer func() { placedBatchLen = batchLen }()
 	for name, sn := range map[string]*snapshot.Snapshot{
 		"inconsistent": inconsistentTrace(50),
 		"steps":        stepTrace(20000),
@@ -96,7 +140,7 @@ func TestReplayBatches(t *testing.T) {
 				t.Errorf("%s: batches of %d events give another timeline", name, n)
 			}
 		}
-		placedBatchLen = 1 << 14
+		placedBatchLen = batchLen
 	}
 }
 
