@@ -13,13 +13,14 @@ import (
 // each free ends. The placer (place) keeps the allocator's layout: which
 // block each alloc takes, of what size and in which pool, and writes each
 // alloc's record. The accountant (account, on this goroutine) ends the
-// records and sums the usage, whose series three writers (write) code.
+// records and sums the usage, whose series the writer (write) codes.
 // On the 996 MB bench file (11.4 M events) the pass took 0.65 s on one
 // core. On 16 it took 0.6 s of wall time as two goroutines (the matcher
-// and placer one, the accountant with the writers the other), as long as
-// the first alone; split so, analyze of that file took 1.10-1.25 s
-// instead of 1.24-1.41 (5 runs each, alternating), and no longer on 2 or
-// 8 cores (bench/RESULTS.md).
+// and placer one, the accountant with the writer the other), as long as
+// the first alone, and 0.35 s split so; analyze of that file took
+// 1.19-1.28 s instead of 1.22-1.51 (4 runs each, alternating), and no
+// longer on 2 cores (6 pairs side by side, median 0.93 of the old time;
+// bench/RESULTS.md).
 func (r *replayer) run() {
 	t := r.t
 	n := r.tr.Len()
@@ -53,19 +54,10 @@ func (r *replayer) run() {
 	var matchCaveats, placeCaveats caveatCounter
 	go r.match(n, int32(initial), &matchCaveats, empty, matched)
 	go r.place(int32(initial), len(t.full), &placeCaveats, matched, placed)
-	// The writers pass each batch on, the last back to the matcher.
 	summed := make(chan placedBatch, placedBatches)
-	in := summed
-	for m, s := range []*series{&t.allocated, &t.waste, &t.active} {
-		out := make(chan placedBatch, placedBatches)
-		go s.write(m, in, out)
-		in = out
-	}
 	written := make(chan struct{})
 	go func() {
-		for b := range in {
-			empty <- b
-		}
+		t.write(summed, empty)
 		close(written)
 	}()
 	r.account(int32(initial), placed, summed)
@@ -75,11 +67,11 @@ func (r *replayer) run() {
 
 // The matcher hands the placer, the placer the accountant and so on,
 // batches of placedBatchLen events, at most placedBatches at a time
-// (12 MiB in all). The length is a variable for tests to cross batch
+// (8 MiB in all). The length is a variable for tests to cross batch
 // boundaries with few events.
 var placedBatchLen = 1 << 13
 
-const placedBatches = 24
+const placedBatches = 16
 
 // placedBatch is what the matcher and the placer found for events start..
 // of one batch, with the events, which the matcher unpacks for all three
@@ -90,7 +82,7 @@ const placedBatches = 24
 // (-1: no block active at the address). The placer replaces an alloc's
 // with placedAlloc's and gives a segment event's its pool index. The
 // accountant's values are each event's allocated bytes, waste and active
-// bytes, for the writers.
+// bytes, for the writer.
 type placedBatch struct {
 	start  int
 	events []snapshot.Event
@@ -286,7 +278,7 @@ func (r *replayer) placeSegment(i int, e *snapshot.Event, info segmentInfo, cave
 
 // account is the accountant: it turns the placer's batches into the
 // records' ends, the usage, the pool steps and the peaks, and hands each
-// batch with its values to the writers. The next traced alloc is
+// batch with its values to the writer. The next traced alloc is
 // allocation next, whose record the placer wrote.
 func (r *replayer) account(next int32, placed <-chan placedBatch, summed chan<- placedBatch) {
 	t := r.t
@@ -370,24 +362,25 @@ func (r *replayer) account(next int32, placed <-chan placedBatch, summed chan<- 
 	close(summed)
 }
 
-// write is the writer of series s, the values[m] of each batch: it codes
-// them and passes the batch on.
-func (s *series) write(m int, in <-chan placedBatch, out chan<- placedBatch) {
-	defer close(out)
-	n := s.len()
-	for b := range in {
-		for j, v := range b.values[m][:len(b.words)] {
-			// put, inlined, takes the values of real traces; set, out of
-			// line, any value.
-			i := b.start + j
-			if !s.put(i, v) {
-				s.set(i, v)
-			}
-			if endsBlock(i, n) {
-				s.seal(i)
+// write is the writer: it codes the values of each batch into the
+// series and hands the batch back to the matcher.
+func (t *Timeline) write(summed <-chan placedBatch, empty chan<- placedBatch) {
+	n := t.Len()
+	for b := range summed {
+		for m, s := range []*series{&t.allocated, &t.waste, &t.active} {
+			for j, v := range b.values[m][:len(b.words)] {
+				// put, inlined, takes the values of real traces; set, out
+				// of line, any value.
+				i := b.start + j
+				if !s.put(i, v) {
+					s.set(i, v)
+				}
+				if endsBlock(i, n) {
+					s.seal(i)
+				}
 			}
 		}
-		out <- b
+		empty <- b
 	}
 }
 
