@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/vramscope/vramscope/callsite"
+	"github.com/vramscope/vramscope/internal/parallel"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
@@ -26,7 +27,7 @@ const (
 )
 
 // periodSite identifies an allocation site for period detection: its
-// stack, or its size when the trace has no stacks.
+// stack, or its size when the allocation has no stack.
 type periodSite struct {
 	stack snapshot.StackID
 	size  uint64
@@ -44,21 +45,36 @@ type allocSeq struct {
 	stacks      []snapshot.StackID
 }
 
+// newAllocSeq numbers the sites of tr's allocations. A stack's site is
+// found by the stack's id, in a slice; a size's (the empty stacks') in a
+// map: with a map for both, the 4.8 M allocations of the 999 MB
+// generate() shape took 0.24 s, a third of the steps' time.
 func newAllocSeq(tr snapshot.Trace) *allocSeq {
-	ids := map[periodSite]int32{}
+	var byStack []int32 // 1 + a stack's site; 0: not met yet
+	bySize := map[periodSite]int32{}
 	s := &allocSeq{}
 	for i, e := range tr.All() {
 		if e.Action != snapshot.ActionAlloc {
 			continue
 		}
-		k := periodSite{stack: e.Stack}
-		if e.Stack == snapshot.NoStack || e.Stack == snapshot.EmptyStack {
-			k.size = e.Size
+		var id int32
+		var ok bool
+		sized := e.Stack == snapshot.NoStack || e.Stack == snapshot.EmptyStack
+		if sized {
+			id, ok = bySize[periodSite{e.Stack, e.Size}]
+		} else {
+			if k := int(e.Stack); k >= len(byStack) {
+				byStack = append(byStack, make([]int32, k+1-len(byStack))...)
+			}
+			id, ok = byStack[e.Stack]-1, byStack[e.Stack] != 0
 		}
-		id, ok := ids[k]
 		if !ok {
 			id = int32(len(s.count))
-			ids[k] = id
+			if sized {
+				bySize[periodSite{e.Stack, e.Size}] = id
+			} else {
+				byStack[e.Stack] = id + 1
+			}
 			s.count = append(s.count, 0)
 			s.first = append(s.first, len(s.site))
 			s.last = append(s.last, 0)
@@ -102,12 +118,20 @@ func stepsFromPeriod(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filte
 			if s.count[a] != n {
 				continue
 			}
-			cands = append(cands, s.period(a, n))
+			cands = append(cands, period{anchor: a, n: n})
 			if anchors++; anchors == periodAnchors {
 				break
 			}
 		}
 	}
+	// Each candidate is a pass over every allocation: they are scored on
+	// every core (24 passes over the 4.8 M allocations of the generate()
+	// shape took 0.53 s on one).
+	parallel.Do(parallel.Ranges(len(cands), 1), func(_, lo, hi int) {
+		for c := lo; c < hi; c++ {
+			cands[c] = s.period(cands[c].anchor, cands[c].n)
+		}
+	})
 	// Best first; among equals, the earliest tried.
 	slices.SortStableFunc(cands, func(a, b period) int { return cmp.Compare(b.score, a.score) })
 	var layers string // why the best candidate inside one pass is no step
@@ -184,6 +208,15 @@ func (s *allocSeq) commonCounts() []int {
 // count is a multiple m*n with exactly m occurrences in every period, none
 // before the first.
 func (s *allocSeq) period(anchor, n int) period {
+	// per is how many times a site whose count is a multiple of n must
+	// occur in each period (0: its count is not), so that the pass over
+	// the allocations divides nothing.
+	per := make([]int, len(s.count))
+	for site, c := range s.count {
+		if c%n == 0 {
+			per[site] = c / n
+		}
+	}
 	seen := make([]int, len(s.count))
 	bad := make([]bool, len(s.count))
 	p := -1
@@ -191,11 +224,12 @@ func (s *allocSeq) period(anchor, n int) period {
 		if int(site) == anchor {
 			p++
 		}
-		c := s.count[site]
-		if c%n != 0 {
+		m := per[site]
+		if m == 0 {
 			continue
 		}
-		if seen[site]/(c/n) != p {
+		// Its k-th occurrence (from 0) belongs in period k/m.
+		if k := seen[site]; k < p*m || k >= (p+1)*m {
 			bad[site] = true
 		}
 		seen[site]++
@@ -207,7 +241,7 @@ func (s *allocSeq) period(anchor, n int) period {
 			continue
 		}
 		repeating += c
-		if c%n == 0 && !bad[site] {
+		if per[site] != 0 && !bad[site] {
 			fits[site] = true
 			fit += c
 		}

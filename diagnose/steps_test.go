@@ -321,3 +321,38 @@ func TestGallop(t *testing.T) {
 		}
 	}
 }
+
+// The allocations' sites are numbered in order of first occurrence, a
+// stack's by the stack, an allocation without one by its size and by
+// which empty stack it has; a period anchored at a site fits the sites
+// that occur equally often in every period it cuts, none before the first.
+func TestAllocSeqPeriod(t *testing.T) {
+	const a, b, c, d = 7, 3, 5, 9 // stacks
+	noStack := func(size uint64) snapshot.Event {
+		return snapshot.Event{Action: snapshot.ActionAlloc, Stack: snapshot.NoStack, Size: size}
+	}
+	var evs []snapshot.Event
+	for _, st := range []snapshot.StackID{c, a, b, b, c, d, a, b, c, b, d, a, b, b, d, d} {
+		evs = append(evs, snapshot.Event{Action: snapshot.ActionAlloc, Stack: st, Size: 512})
+		// Frees are no sites.
+		evs = append(evs, snapshot.Event{Action: snapshot.ActionFreeCompleted, Stack: st, Size: 512})
+	}
+	evs = append(evs, noStack(512), noStack(1024), noStack(512),
+		snapshot.Event{Action: snapshot.ActionAlloc, Stack: snapshot.EmptyStack, Size: 512})
+	s := newAllocSeq(snapshot.NewTrace(evs, nil))
+	if want := []int{3, 3, 6, 4, 2, 1, 1}; !slices.Equal(s.count, want) {
+		t.Fatalf("site counts %v, want %v (c, a, b, d, 512 B without a stack, 1 KiB, 512 B with an empty one)", s.count, want)
+	}
+	if want := []snapshot.StackID{c, a, b, d, snapshot.NoStack, snapshot.NoStack, snapshot.EmptyStack}; !slices.Equal(s.stacks, want) {
+		t.Errorf("site stacks %v, want %v", s.stacks, want)
+	}
+	// Anchored at a (site 1), three periods: a and b (twice in each)
+	// fit; c occurs before the first, d 4 times, the 512 B site twice.
+	p := s.period(1, 3)
+	if want := []bool{false, true, true, false, false, false, false}; !slices.Equal(p.fits, want) {
+		t.Errorf("fits %v, want %v", p.fits, want)
+	}
+	if want := 9.0 / 18; p.score != want {
+		t.Errorf("score %v, want %v (a and b's 9 of 18 repeating allocations)", p.score, want)
+	}
+}
