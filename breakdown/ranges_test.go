@@ -1,6 +1,7 @@
 package breakdown
 
 import (
+	"reflect"
 	"runtime"
 	"slices"
 	"testing"
@@ -63,5 +64,33 @@ func TestStepPeaksInRanges(t *testing.T) {
 	}
 	if split < 8 {
 		t.Errorf("%d traces had 4+ steps (4 ranges), want 8+", split)
+	}
+}
+
+// TestReportInRanges checks that the bytes by category at the peak, the
+// end and every step, summed over ranges of 7 blocks on 4 cores, are one
+// range's, on every fixture.
+func TestReportInRanges(t *testing.T) {
+	defer func(n int) { rangeLen = n }(rangeLen)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	f, _ := callsite.NewFilter("", "")
+	split := 0
+	for d := range replaytest.Fixtures(t) {
+		sn, tl, file, n := d.Sn, d.Tl, d.File, d.Tl.Device
+		steps := diagnose.DetectSteps(sn, tl, f)
+		b := Classify(sn, tl, Options{})
+		rangeLen = 1 << 30
+		one := b.Report(steps)
+		rangeLen = 7
+		many := b.Report(steps)
+		if !reflect.DeepEqual(one, many) {
+			t.Errorf("%s device %d: the report in ranges differs from that of one range", file, n)
+		}
+		if len(one.Peak.Categories) > 1 && tl.NumAllocations() > 4*7 {
+			split++
+		}
+	}
+	if split < 20 {
+		t.Errorf("%d traces had several categories over several ranges, want 20+", split)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/vramscope/vramscope/internal/parallel"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -213,34 +214,44 @@ func (b *Breakdown) Series(n int, by By, top int) Series {
 // moments from its alloc up to before its free_requested, which are a
 // range of at: it adds its size where the range starts and takes it off
 // where it ends, in an array of moments, not of events (one of 11 M events
-// on the 996 MB bench file cost 1 s of page faults and cache misses).
+// on the 996 MB bench file cost 1 s of page faults and cache misses). The
+// pass runs in ranges of the allocations on every core, each with an
+// array of its own, summed after: on one, the bench file's 3.8 M
+// allocations took 60-80 ms, on the findings' longest path on 16 cores.
 func (b *Breakdown) sweep(at []int, group []int, n int) [][]int64 {
 	tl := b.tl
-	diff := make([][]int64, len(at)+1)
-	for j := range diff {
-		diff[j] = make([]int64, n)
-	}
-	lo := 0
-	for k := range b.of {
-		start, free, _ := tl.Lifetime(k)
-		// Allocations come by start: the first moment at or after it only
-		// moves on.
-		for lo < len(at) && at[lo] < start {
-			lo++
+	bounds := parallel.Ranges(len(b.of), rangeLen)
+	diffs := make([][][]int64, len(bounds)-1)
+	parallel.Do(bounds, func(part, first, last int) {
+		diff := make([][]int64, len(at)+1)
+		for j := range diff {
+			diff[j] = make([]int64, n)
 		}
-		hi := lo + sort.SearchInts(at[lo:], free)
-		if lo == hi {
-			continue
+		lo := 0
+		for k := first; k < last; k++ {
+			start, free, _ := tl.Lifetime(k)
+			// Allocations come by start: the first moment at or after it
+			// only moves on.
+			for lo < len(at) && at[lo] < start {
+				lo++
+			}
+			hi := lo + sort.SearchInts(at[lo:], free)
+			if lo == hi {
+				continue
+			}
+			g, size := group[b.of[k]], int64(tl.Allocation(k).Size)
+			diff[lo][g] += size
+			diff[hi][g] -= size
 		}
-		g, size := group[b.of[k]], int64(tl.Allocation(k).Size)
-		diff[lo][g] += size
-		diff[hi][g] -= size
-	}
+		diffs[part] = diff
+	})
 	out := make([][]int64, len(at))
 	cur := make([]int64, n)
 	for j := range at {
-		for g, d := range diff[j] {
-			cur[g] += d
+		for _, diff := range diffs {
+			for g, d := range diff[j] {
+				cur[g] += d
+			}
 		}
 		out[j] = slices.Clone(cur)
 	}
