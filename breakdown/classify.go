@@ -380,6 +380,7 @@ type labeller struct {
 	// at or after the last block's start.
 	forward int
 	last    int // the last block's start; -1 before the first
+	recent  [256]recentFacts
 }
 
 var phaseNames = [...]string{"no frames", "top-level code", "a module forward", "backward", "zero_grad", "the optimizer step"}
@@ -423,12 +424,27 @@ func (l *labeller) labelOf(a *replay.Allocation, k int) uint32 {
 			Evidence: fmt.Sprintf("live before the trace's first event (%s)", a.Origin)})
 	}
 	f := l.facts(a, k)
-	if id, ok := l.decided[f]; ok {
-		return id
+	slot := &l.recent[uint32(f.stack)%uint32(len(l.recent))]
+	if slot.ok && slot.f == f {
+		return slot.id
 	}
-	id := intern(c.decide(f))
-	l.decided[f] = id
+	id, ok := l.decided[f]
+	if !ok {
+		id = intern(c.decide(f))
+		l.decided[f] = id
+	}
+	*slot = recentFacts{f: f, id: id, ok: true}
 	return id
+}
+
+// recentFacts is a labeller's last decision for a slot of stacks: the
+// blocks of a loop's site come with the same facts again and again, and
+// comparing facts costs a fraction of hashing them (the map lookups were
+// 0.165 s of a classify's 0.6 s of CPU on the 996 MB bench file).
+type recentFacts struct {
+	f  facts
+	id uint32
+	ok bool
 }
 
 // facts gathers what the rules read of traced block k: only what the
