@@ -38,59 +38,43 @@ func TestClassifyInRanges(t *testing.T) {
 	}
 }
 
-// TestStepPeaksInRanges checks that the steps' peaks found in 4 ranges
-// (on 4 cores) are those of one range, on every fixture with steps.
-func TestStepPeaksInRanges(t *testing.T) {
+// TestStepPeaksAndReportInRanges checks that the steps' peaks found in 4
+// ranges (on 4 cores) are those of one range, and so are the report's
+// bytes by category at the peak, the end and every step, summed over 4
+// ranges of the blocks, on every fixture.
+func TestStepPeaksAndReportInRanges(t *testing.T) {
 	defer func(n int) { rangeLen = n }(rangeLen)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	f, _ := callsite.NewFilter("", "")
-	split := 0
+	split, reports := 0, 0
 	for d := range replaytest.Fixtures(t) {
 		sn, tl, file, n := d.Sn, d.Tl, d.File, d.Tl.Device
 		steps := diagnose.DetectSteps(sn, tl, f)
+		b := Classify(sn, tl, Options{})
 		rangeLen = 1 << 30
-		one := StepPeaks(tl, steps)
+		one, oneReport := StepPeaks(tl, steps), b.Report(steps)
 		rangeLen = 1
-		many := StepPeaks(tl, steps)
+		many, manyReport := StepPeaks(tl, steps), b.Report(steps)
 		if !slices.Equal(one, many) {
 			t.Errorf("%s device %d: step peaks in ranges differ from those of one range", file, n)
 		}
 		if len(one) != len(steps.Steps) {
 			t.Errorf("%s device %d: %d step peaks for %d steps", file, n, len(one), len(steps.Steps))
 		}
+		if !reflect.DeepEqual(oneReport, manyReport) {
+			t.Errorf("%s device %d: the report in ranges differs from that of one range", file, n)
+		}
 		if len(one) >= 4 {
 			split++
+		}
+		if len(oneReport.Peak.Categories) > 1 && tl.NumAllocations() >= 4 {
+			reports++
 		}
 	}
 	if split < 8 {
 		t.Errorf("%d traces had 4+ steps (4 ranges), want 8+", split)
 	}
-}
-
-// TestReportInRanges checks that the bytes by category at the peak, the
-// end and every step, summed over ranges of 7 blocks on 4 cores, are one
-// range's, on every fixture.
-func TestReportInRanges(t *testing.T) {
-	defer func(n int) { rangeLen = n }(rangeLen)
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
-	f, _ := callsite.NewFilter("", "")
-	split := 0
-	for d := range replaytest.Fixtures(t) {
-		sn, tl, file, n := d.Sn, d.Tl, d.File, d.Tl.Device
-		steps := diagnose.DetectSteps(sn, tl, f)
-		b := Classify(sn, tl, Options{})
-		rangeLen = 1 << 30
-		one := b.Report(steps)
-		rangeLen = 7
-		many := b.Report(steps)
-		if !reflect.DeepEqual(one, many) {
-			t.Errorf("%s device %d: the report in ranges differs from that of one range", file, n)
-		}
-		if len(one.Peak.Categories) > 1 && tl.NumAllocations() > 4*7 {
-			split++
-		}
-	}
-	if split < 20 {
-		t.Errorf("%d traces had several categories over several ranges, want 20+", split)
+	if reports < 20 {
+		t.Errorf("%d traces had several categories over 4 ranges of blocks, want 20+", reports)
 	}
 }
