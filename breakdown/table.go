@@ -216,8 +216,8 @@ func (b *Breakdown) Series(n int, by By, top int) Series {
 // where it ends, in an array of moments, not of events (one of 11 M events
 // on the 996 MB bench file cost 1 s of page faults and cache misses). The
 // pass runs in ranges of the allocations on every core, each with an
-// array of its own, summed after: on one, the bench file's 3.8 M
-// allocations took 60-80 ms, on the findings' longest path on 16 cores.
+// array of its own, summed after: on one core, the bench file's 3.8 M
+// allocations took 78-83 ms of the findings' longest path on 16.
 func (b *Breakdown) sweep(at []int, group []int, n int) [][]int64 {
 	tl := b.tl
 	bounds := parallel.Ranges(len(b.of), rangeLen)
