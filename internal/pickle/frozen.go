@@ -33,37 +33,59 @@ type frozenChunk struct {
 // placeholder is the packed KindForeign value with payload id.
 func placeholder(id uint64) uint32 { return uint32(KindForeign)<<payloadBits | uint32(id) }
 
-// freezeChunk packs the entries us, ids lo.. of one chunk, into c.
-func freezeChunk(lo uint64, us []uint32) frozenChunk {
-	words := (len(us) + 63) / 64
-	c := frozenChunk{foreign: make([]uint64, words), before: make([]uint32, words)}
+// A freezer packs the entries of one chunk as they come, in one pass
+// (Join translates each as it reads it from a walker's memo): a bit for a
+// placeholder, the value for anything else. Its scratch serves chunk
+// after chunk. For the first chunk it keeps every entry as it is (hot).
+type freezer struct {
+	lo      uint64 // the chunk's first id
+	n       int    // entries added
+	hot     bool
+	foreign []uint64
+	values  []uint32 // scratch
+}
+
+// reset starts chunk c, of n entries.
+func (z *freezer) reset(c int, n int) {
+	z.lo, z.n, z.hot = uint64(c)*memoChunkLen, 0, c == 0
+	z.foreign = make([]uint64, (n+63)/64)
+	z.values = z.values[:0]
+}
+
+// add packs the chunk's next entry.
+func (z *freezer) add(u uint32) {
+	j := z.n
+	z.n++
+	if !z.hot && u == placeholder(z.lo+uint64(j)) {
+		z.foreign[j/64] |= 1 << (j % 64)
+		return
+	}
+	z.values = append(z.values, u)
+}
+
+// set stores the chunk added into f.
+func (z *freezer) set(f *frozenMemo) {
+	if z.hot {
+		f.hot = slices.Clone(z.values)
+		return
+	}
+	c := frozenChunk{foreign: z.foreign, before: make([]uint32, len(z.foreign)), values: slices.Clone(z.values)}
 	kept := 0
-	for j, u := range us {
-		if u == placeholder(lo+uint64(j)) {
-			c.foreign[j/64] |= 1 << (j % 64)
-		} else {
-			kept++
-		}
+	for w, word := range z.foreign {
+		c.before[w] = uint32(kept)
+		kept += 64 - bits.OnesCount64(word)
 	}
-	c.values = make([]uint32, 0, kept)
-	for j, u := range us {
-		if j%64 == 0 {
-			c.before[j/64] = uint32(len(c.values))
-		}
-		if c.foreign[j/64]&(1<<(j%64)) == 0 {
-			c.values = append(c.values, u)
-		}
-	}
-	return c
+	f.chunks[z.lo/memoChunkLen] = c
 }
 
 // set freezes us, the entries of chunk c (us may be reused after).
 func (f *frozenMemo) set(c int, us []uint32) {
-	if c == 0 {
-		f.hot = slices.Clone(us)
-		return
+	var z freezer
+	z.reset(c, len(us))
+	for _, u := range us {
+		z.add(u)
 	}
-	f.chunks[c] = freezeChunk(uint64(c)*memoChunkLen, us)
+	z.set(f)
 }
 
 // at is entry i, packed; i < f.n.

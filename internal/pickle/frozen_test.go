@@ -38,7 +38,15 @@ func TestFrozenMemo(t *testing.T) {
 				for j := range us {
 					us[j] = tc.entry(uint64(lo + j))
 				}
-				f.chunks = append(f.chunks, freezeChunk(uint64(lo), us))
+				// f freezes the first chunk too, to count what it keeps.
+				var z freezer
+				z.reset(lo/memoChunkLen, len(us))
+				z.hot = false
+				for _, u := range us {
+					z.add(u)
+				}
+				f.chunks = append(f.chunks, frozenChunk{})
+				z.set(f)
 				set.set(lo/memoChunkLen, us)
 				clear(us) // set keeps no reference to it
 			}

@@ -112,49 +112,55 @@ func Join(walkers []*Decoder, tr []func(Value) Value) (*Decoder, []uint64, error
 	j := &Decoder{lim: w0.lim, proto: w0.proto, shared: w0.shared, stop: -1}
 	f := &frozenMemo{n: n, chunks: make([]frozenChunk, (n+memoChunkLen-1)/memoChunkLen)}
 	// The chunks are frozen on a goroutine a core, each taking the next
-	// chunk. Most entries move as they are packed: a placeholder's id
-	// moves by its stretch's first id (n fits the payload), strings go
-	// through tr, and a value too wide to pack (rare) takes the lock of
-	// the table of wide ones.
+	// chunk, and each chunk in one pass over the runs of walkers' memo
+	// chunks it spans. Most entries move as they are packed: a
+	// placeholder's id moves by its stretch's first id (n fits the
+	// payload), strings go through tr, and a value too wide to pack (rare)
+	// takes the lock of the table of wide ones.
 	var mu sync.Mutex
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(f.chunks)) {
 		wg.Go(func() {
-			us := make([]uint32, memoChunkLen)
+			var z freezer
 			for {
 				c := next.Add(1) - 1
 				if c >= int64(len(f.chunks)) {
 					return
 				}
 				lo := uint64(c) * memoChunkLen
-				us := us[:min(memoChunkLen, n-lo)]
+				hi := min(lo+memoChunkLen, n)
+				z.reset(int(c), int(hi-lo))
 				k := 0
-				for x := range us {
-					id := lo + uint64(x)
+				for id := lo; id < hi; {
 					for id >= first[k]+walkers[k].memo.n {
 						k++
 					}
 					w := walkers[k]
-					u := *w.memo.slot(id - first[k])
-					switch u >> payloadBits {
-					case uint32(KindForeign):
-						u += uint32(first[k])
-					case uint32(KindString), uint32(KindBytes), packedWide:
-						v := w.memo.unpack(u)
-						if tr[k] != nil {
-							v = tr[k](v)
+					local := id - first[k]
+					run := w.memo.chunks[local>>memoChunkBits][local&(memoChunkLen-1):]
+					run = run[:min(uint64(len(run)), hi-id)]
+					for _, u := range run {
+						switch u >> payloadBits {
+						case uint32(KindForeign):
+							u += uint32(first[k])
+						case uint32(KindString), uint32(KindBytes), packedWide:
+							v := w.memo.unpack(u)
+							if tr[k] != nil {
+								v = tr[k](v)
+							}
+							var ok bool
+							if u, ok = packNarrow(v); !ok {
+								mu.Lock()
+								u = j.memo.pack(v)
+								mu.Unlock()
+							}
 						}
-						var ok bool
-						if u, ok = packNarrow(v); !ok {
-							mu.Lock()
-							u = j.memo.pack(v)
-							mu.Unlock()
-						}
+						z.add(u)
 					}
-					us[x] = u
+					id += uint64(len(run))
 				}
-				f.set(int(c), us)
+				z.set(f)
 			}
 		})
 	}
