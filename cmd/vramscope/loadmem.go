@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -155,9 +153,8 @@ func memoryEstimate(raw int64) int64 {
 	return int64(float64(raw)*rssPerByte) + rssBase
 }
 
-// rawSize is the size of the pickle in the file at path: a gzip file's is
-// in its trailer (modulo 4 GiB), a zstd file's is taken as 10 times the
-// file (snapshots compress 8-13x); -1 if it is unknown (a stream).
+// rawSize is the size of the pickle in the file at path (snapshot.RawSize);
+// -1 if it is unknown (a stream).
 func rawSize(path string) int64 {
 	if path == inputs.Stdin {
 		return -1
@@ -171,22 +168,7 @@ func rawSize(path string) int64 {
 	if err != nil || !st.Mode().IsRegular() {
 		return -1
 	}
-	size := st.Size()
-	magic := make([]byte, 4)
-	if n, _ := f.ReadAt(magic, 0); !snapshot.Compressed(magic[:n]) {
-		return size
-	}
-	if bytes.HasPrefix(magic, []byte{0x1f, 0x8b}) && size >= 18 {
-		var trailer [4]byte
-		if _, err := f.ReadAt(trailer[:], size-4); err == nil {
-			isize := int64(binary.LittleEndian.Uint32(trailer[:]))
-			for isize < size { // past 4 GiB the trailer wrapped
-				isize += 1 << 32
-			}
-			return isize
-		}
-	}
-	return 10 * size
+	return snapshot.RawSize(f, st.Size())
 }
 
 // defaultMaxMemory is half the memory available now (MemAvailable in
