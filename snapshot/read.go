@@ -19,23 +19,32 @@ import (
 func Read(r io.Reader) (*Snapshot, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	magic, _ := br.Peek(4)
-	switch {
-	case bytes.HasPrefix(magic, gzipMagic):
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("opening gzip stream: %w", err)
-		}
-		defer zr.Close()
-		return decodeCompressed("gzip", zr)
-	case bytes.HasPrefix(magic, zstdMagic):
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
-		if err != nil {
-			return nil, fmt.Errorf("opening zstd stream: %w", err)
-		}
-		defer zr.Close()
-		return decodeCompressed("zstd", zr)
+	if !Compressed(magic) {
+		return decodeAhead(br)
 	}
-	return decodeAhead(br)
+	zr, format, err := decompressor(br, magic)
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
+	return decodeCompressed(format, zr)
+}
+
+// decompressor returns the content of the gzip or zstd stream r, which
+// starts with magic, and the format's name.
+func decompressor(r io.Reader, magic []byte) (io.ReadCloser, string, error) {
+	if bytes.HasPrefix(magic, gzipMagic) {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, "", fmt.Errorf("opening gzip stream: %w", err)
+		}
+		return zr, "gzip", nil
+	}
+	zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+	if err != nil {
+		return nil, "", fmt.Errorf("opening zstd stream: %w", err)
+	}
+	return zr.IOReadCloser(), "zstd", nil
 }
 
 // decodeCompressed decodes the pickle that the format stream zr holds. An

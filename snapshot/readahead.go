@@ -81,6 +81,32 @@ func (ra *readAhead) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// WriteTo writes what is left to w, each buffer as it comes: a copy to a
+// file (readDecompressed) writes while the next buffers are read.
+func (ra *readAhead) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for {
+		if ra.off < len(ra.cur.b) {
+			k, err := w.Write(ra.cur.b[ra.off:])
+			n += int64(k)
+			ra.off += k
+			if err != nil {
+				return n, err
+			}
+		}
+		if ra.cur.err != nil {
+			if ra.cur.err == io.EOF {
+				return n, nil
+			}
+			return n, ra.cur.err
+		}
+		if ra.cur.b != nil {
+			ra.free <- ra.cur.b[:cap(ra.cur.b)]
+		}
+		ra.cur, ra.off = <-ra.full, 0
+	}
+}
+
 // Close stops the reading goroutine; Read must not be called after it.
 func (ra *readAhead) Close() {
 	ra.once.Do(func() { close(ra.done) })

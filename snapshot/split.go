@@ -147,19 +147,34 @@ var errNoMapping = errors.New("the file cannot be mapped")
 // into buffers (on the 996 MB bench file the copies cost 0.2 s of CPU
 // time), and the pages each decoder has passed are let go, so the file
 // does not add to the resident memory. In more parts it is read at
-// offsets. progress, if not nil, is told from any goroutine how many bytes
-// the decoders have read in all (the walkers, which run ahead of them, do
-// not count): several read at once, each its part; the file's size at the
-// end. It decodes on cores goroutines at most (0: on every core): analyze,
-// which decodes several files at once, shares the cores among them.
+// offsets. A big compressed file is decompressed into a temporary file
+// first where that pays (readDecompressed). progress, if not nil, is told
+// from any goroutine how many bytes the decoders have read in all (the
+// walkers, which run ahead of them, do not count): several read at once,
+// each its part; the file's size at the end. It decodes on cores
+// goroutines at most (0: on every core): analyze, which decodes several
+// files at once, shares the cores among them.
 func ReadFile(f *os.File, size int64, cores int, progress func(off int64)) (*Snapshot, error) {
-	if parts := splitParts(size, cores); size >= splitMin && parts >= 2 && parts <= mapParts {
-		if m, err := mapFile(f, size); err == nil {
-			if !Compressed(m.b[:4]) {
-				defer m.close()
-				return readMapped(m, f, parts, progress)
+	return readFile(f, size, cores, progress, true)
+}
+
+// readFile is ReadFile, which goes by way of a temporary file only if
+// viaTemp: the temporary file's own content is decoded as it is.
+func readFile(f *os.File, size int64, cores int, progress func(off int64), viaTemp bool) (*Snapshot, error) {
+	magic := make([]byte, 4)
+	n, _ := f.ReadAt(magic, 0)
+	parts := splitParts(size, cores)
+	switch {
+	case Compressed(magic[:n]):
+		if viaTemp {
+			if sn, ok := readDecompressed(f, size, cores, progress); ok {
+				return sn, nil
 			}
-			m.close()
+		}
+	case size >= splitMin && parts >= 2 && parts <= mapParts:
+		if m, err := mapFile(f, size); err == nil {
+			defer m.close()
+			return readMapped(m, f, parts, progress)
 		}
 	}
 	var r io.ReaderAt = f
