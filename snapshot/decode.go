@@ -560,10 +560,19 @@ const (
 )
 
 func (b *builder) keyString(k pickle.Value) string {
+	budget := maxGeneric
+	return b.genericKey(k, 0, &budget)
+}
+
+// genericKey is keyString within a generic conversion (toAny), spending its
+// budget: a key of its own budget each, a dict reached again and again
+// through shared lists converted its keys without end (a fuzzed file of
+// 300 bytes ran past 10 minutes).
+func (b *builder) genericKey(k pickle.Value, depth int, budget *int) string {
 	if k.Kind == pickle.KindString || k.Kind == pickle.KindBytes {
 		return b.sn.strings[k.N]
 	}
-	return fmt.Sprint(b.anyOf(k))
+	return fmt.Sprint(b.toAny(k, depth, budget))
 }
 
 // Field readers. They name the record and key in their errors: a snapshot

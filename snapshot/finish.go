@@ -185,7 +185,7 @@ func (b *builder) toAny(v pickle.Value, depth int, budget *int) any {
 		kv := b.dicts[v.N]
 		out := make(map[string]any, len(kv)/2)
 		for i := 0; i < len(kv); i += 2 {
-			out[b.keyString(kv[i])] = b.toAny(kv[i+1], depth+1, budget)
+			out[b.genericKey(kv[i], depth+1, budget)] = b.toAny(kv[i+1], depth+1, budget)
 		}
 		return out
 	case vEmpty:
