@@ -77,6 +77,11 @@ PATH may be a file, "-" (a snapshot on standard input), a directory
 (searched recursively) or a quoted glob; directories and globs contribute
 their snapshots, memory-log CSVs and memory_summary/OOM text files.
 
+A big snapshot is decoded on every core. A big gzip or zstd file is first
+decompressed into a temporary file in $TMPDIR where enough cores make it
+pay: on disk (not tmpfs), only with as much free space left after it, and
+unlinked as soon as it is made; elsewhere it is decoded as a stream.
+
 Exit status 3 when the gate (--fail-on, --max-growth, --max-peak) trips.`,
 		Example: `  vramscope analyze testdata/scenarios/out/leak_closure
   vramscope analyze --json --fail-on leak,oom runs/step*/`,
