@@ -82,7 +82,7 @@ func (ra *readAhead) Read(p []byte) (int, error) {
 }
 
 // WriteTo writes what is left to w, each buffer as it comes: a copy to a
-// file (readDecompressed) writes while the next buffers are read.
+// file (decompressTemp) writes while the next buffers are read.
 func (ra *readAhead) WriteTo(w io.Writer) (int64, error) {
 	var n int64
 	for {

@@ -167,7 +167,7 @@ func readFile(f *os.File, size int64, cores int, progress func(off int64), viaTe
 	switch {
 	case Compressed(magic[:n]):
 		if viaTemp {
-			if sn, ok := readDecompressed(f, size, cores, progress); ok {
+			if sn, ok := readDecompressed(f, size, magic[:n], cores, progress); ok {
 				return sn, nil
 			}
 		}

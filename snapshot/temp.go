@@ -15,20 +15,18 @@ import (
 // is: the temporary file lives in the page cache and on disk, not in the
 // process's memory, and the decoders let its pages go as they pass them.
 
-// readDecompressed decodes the compressed file f of size bytes by way of
-// a temporary file of its content in os.TempDir ($TMPDIR), on cores
-// goroutines, where that pays (tempPays) and the directory has room
-// (roomFor). ok is false where it does not, or where anything failed: the
-// caller then decodes the stream, which reports any error in the content
-// as a stream's error. progress, if not nil, is told half the compressed
-// bytes read while they are decompressed, then the other half in step
-// with the decoders.
-func readDecompressed(f *os.File, size int64, cores int, progress func(off int64)) (sn *Snapshot, ok bool) {
-	magic := make([]byte, 4)
-	n, _ := f.ReadAt(magic, 0)
+// readDecompressed decodes the compressed file f of size bytes, which
+// starts with magic, by way of a temporary file of its content in
+// os.TempDir ($TMPDIR), on cores goroutines, where that pays (tempPays)
+// and the directory has room (roomFor). ok is false where it does not, or
+// where anything failed: the caller then decodes the stream, which reports
+// any error in the content as a stream's error. progress, if not nil, is
+// told half the compressed bytes read while they are decompressed, then
+// the other half in step with the decoders.
+func readDecompressed(f *os.File, size int64, magic []byte, cores int, progress func(off int64)) (sn *Snapshot, ok bool) {
 	est := RawSize(f, size)
 	dir := os.TempDir()
-	if !tempPays(magic[:n], est, cores) || !roomFor(dir, est) {
+	if !tempPays(magic, est, cores) || !roomFor(dir, est) {
 		return nil, false
 	}
 	var half func(off int64)
