@@ -64,13 +64,13 @@ func tempPays(magic []byte, est int64, cores int) bool {
 
 // decompressTemp decompresses the compressed file f of size bytes, whose
 // content is estimated at est bytes, into a new temporary file in dir, and
-// returns the file, open, and the content's size. The
-// file is unlinked at once: it lasts while it is open, and nothing is left
-// behind if the process dies. ok is false, and nothing left open, if the
-// stream is damaged, if its content passes twice est (a gzip file of
-// several members, whose trailer gives the last one's size), or if the
-// file cannot be written: neither fills the disk. progress, if not nil, is
-// told how many bytes of f were read.
+// returns the file, open, and the content's size. The file is unlinked at
+// once: it lasts while it is open, and nothing is left behind if the
+// process dies. ok is false, and nothing is left open, if the stream is
+// damaged, if the file cannot be written, or if the content passes twice
+// est (a gzip file of several members, whose trailer gives the last one's
+// size): a content far larger than estimated does not fill the disk.
+// progress, if not nil, is told how many bytes of f were read.
 func decompressTemp(f *os.File, size, est int64, dir string, progress func(off int64)) (tf *os.File, raw int64, ok bool) {
 	file, err := os.CreateTemp(dir, "vramscope-*.pickle")
 	if err != nil {
