@@ -9,10 +9,11 @@ import (
 )
 
 // RawSize is the size of the pickle held in the first size bytes of r: r's
-// own size for a raw pickle; a gzip stream's from its trailer (modulo 4
-// GiB, and the last member's only); a zstd stream's from its first frame's
-// header where the compressor wrote it (the zstd tool does, for a file),
-// else as its first sampleBytes compress (sampledSize). The memory limit
+// own size for a raw pickle; a gzip stream's from its trailer, which holds
+// it modulo 4 GiB (the last member's only), with as many 4 GiB as a sample
+// says for a file big enough to have wrapped; a zstd stream's from its
+// first frame's header where the compressor wrote it (the zstd tool does,
+// for a file), else as its first sampleBytes decompress (sampledSize). The memory limit
 // that analyze sets while a snapshot loads follows it, and one set too low
 // makes the collector run without end: analyze of the 996 MB bench file
 // as zstd (55 MB, 18x) ran 1,183 collections with the 10x this took before
@@ -27,34 +28,48 @@ func RawSize(r io.ReaderAt, size int64) int64 {
 	case bytes.HasPrefix(head, gzipMagic) && size >= 18:
 		var trailer [4]byte
 		if _, err := r.ReadAt(trailer[:], size-4); err == nil {
-			isize := int64(binary.LittleEndian.Uint32(trailer[:]))
-			for isize < size { // past 4 GiB the trailer wrapped
-				isize += 1 << 32
+			near := size
+			if size >= wrapMin {
+				near = max(near, sampledSize(r, size, head))
 			}
-			return isize
+			return unwrap(int64(binary.LittleEndian.Uint32(trailer[:])), size, near)
 		}
 	case bytes.HasPrefix(head, zstdMagic):
 		var h zstd.Header
 		if h.Decode(head) == nil && h.HasFCS && h.FrameContentSize > 0 {
 			return int64(min(h.FrameContentSize, 1<<62))
 		}
-		if n := sampledSize(r, size); n > 0 {
+		if n := sampledSize(r, size, head); n > 0 {
 			return n
 		}
 	}
 	return 10 * size
 }
 
-// sampleBytes is how much of a zstd stream sampledSize decompresses: about
-// 25 ms of work, enough to pass the segments that a snapshot starts with.
+// wrapMin is the smallest gzip file whose content can pass 4 GiB at the
+// 64x that sampledSize allows: below it the trailer's size is the content's.
+const wrapMin = 64 << 20
+
+// unwrap is the content size that a gzip trailer's isize (the size
+// modulo 4 GiB) stands for in a file of size bytes: isize plus the
+// multiple of 4 GiB nearest near, and no less than the file.
+func unwrap(isize, size, near int64) int64 {
+	k := max(0, (near-isize+1<<31)>>32, (size-isize+1<<32-1)>>32)
+	return isize + k<<32
+}
+
+// sampleBytes is how much of a stream sampledSize decompresses: about 25
+// ms of work for zstd, 50 for gzip, enough to pass the segments that a
+// snapshot starts with.
 const sampleBytes = 4 << 20
 
-// sampledSize estimates the content of the zstd stream in the first size
-// bytes of r from how much its first sampleBytes decompress to (at most
-// 64 times as much); 0 if they cannot be decompressed.
-func sampledSize(r io.ReaderAt, size int64) int64 {
+// sampledSize estimates the content of the compressed stream (gzip or
+// zstd, as magic says) in the first size bytes of r from how much its
+// first sampleBytes decompress to (at most 64 times as much); 0 if they
+// cannot be decompressed.
+func sampledSize(r io.ReaderAt, size int64, magic []byte) int64 {
 	in := min(size, sampleBytes)
-	zr, err := zstd.NewReader(io.NewSectionReader(r, 0, in), zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+	zr, _, err := decompressor(io.NewSectionReader(r, 0, in), magic)
 	if err != nil {
 		return 0
 	}

@@ -89,3 +89,24 @@ func TestRawSize(t *testing.T) {
 		}
 	}
 }
+
+// A gzip trailer's size modulo 4 GiB stands for the content nearest the
+// sample's estimate, and never for less than the file.
+func TestUnwrap(t *testing.T) {
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		name              string
+		isize, size, near int64
+		want              int64
+	}{
+		{"under 4 GiB", 996e6, 92e6, 991e6, 996e6},
+		{"under 4 GiB, sampled high", 996e6, 92e6, 2 * gib, 996e6},
+		{"wrapped once", 1 * gib, 500e6, 5 * gib, 5 * gib},
+		{"wrapped twice", 1 * gib, 900e6, 9*gib + gib/2, 9 * gib},
+		{"no sample: at least the file", 100e6, 500e6, 500e6, 100e6 + 4*gib},
+	} {
+		if got := unwrap(tc.isize, tc.size, tc.near); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"io"
+	"math"
 	"os"
 	"sync/atomic"
 )
@@ -24,6 +25,9 @@ import (
 // told half the compressed bytes read while they are decompressed, then
 // the other half in step with the decoders.
 func readDecompressed(f *os.File, size int64, magic []byte, cores int, progress func(off int64)) (sn *Snapshot, ok bool) {
+	if !tempPays(magic, math.MaxInt64, cores) {
+		return nil, false // too few cores for any size: no estimate needed
+	}
 	est := RawSize(f, size)
 	dir := os.TempDir()
 	if !tempPays(magic, est, cores) || !roomFor(dir, est) {

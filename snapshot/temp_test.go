@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -31,6 +32,8 @@ func TestTempPays(t *testing.T) {
 		{"zstd of 100 MB: 6 parts", zst, 100 << 20, 16, true},
 		{"below the split's minimum", zst, splitMin - 1, 16, false},
 		{"a raw pickle", raw, gb, 16, false},
+		{"any size, 16 cores", zst, math.MaxInt64, 16, true},
+		{"any size, 2 cores", gz, math.MaxInt64, 2, false},
 	} {
 		if got := tempPays(tc.magic, tc.est, tc.cores); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
