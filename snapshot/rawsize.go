@@ -13,11 +13,12 @@ import (
 // it modulo 4 GiB (the last member's only), with as many 4 GiB as a sample
 // says for a file big enough to have wrapped; a zstd stream's from its
 // first frame's header where the compressor wrote it (the zstd tool does,
-// for a file), else as its first sampleBytes decompress (sampledSize). The memory limit
-// that analyze sets while a snapshot loads follows it, and one set too low
-// makes the collector run without end: analyze of the 996 MB bench file
-// as zstd (55 MB, 18x) ran 1,183 collections with the 10x this took before
-// (gzip: 4), in 6.6-6.9 s instead of about 5 (2-core dev VM).
+// for a file), else as its first sampleBytes decompress (sampledSize).
+// The memory limit that analyze sets while a snapshot loads follows it,
+// and one set too low makes the collector run without end: analyze of the
+// 996 MB bench file as zstd (55 MB, 18x) ran 1,183 collections with the
+// 10x this took before (gzip: 4), in 6.6-6.9 s instead of about 5 (2-core
+// dev VM).
 func RawSize(r io.ReaderAt, size int64) int64 {
 	head := make([]byte, zstd.HeaderMaxSize)
 	n, _ := r.ReadAt(head, 0)

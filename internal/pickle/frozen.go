@@ -36,7 +36,8 @@ func placeholder(id uint64) uint32 { return uint32(KindForeign)<<payloadBits | u
 // A freezer packs the entries of one chunk as they come, in one pass
 // (Join translates each as it reads it from a walker's memo): a bit for a
 // placeholder, the value for anything else. Its scratch serves chunk
-// after chunk. For the first chunk it keeps every entry as it is (hot).
+// after chunk. The first chunk, which tails read most, it keeps as it is
+// (hot).
 type freezer struct {
 	lo      uint64 // the chunk's first id
 	n       int    // entries added
@@ -45,10 +46,14 @@ type freezer struct {
 	values  []uint32 // scratch
 }
 
-// reset starts chunk c, of n entries.
-func (z *freezer) reset(c int, n int) {
-	z.lo, z.n, z.hot = uint64(c)*memoChunkLen, 0, c == 0
-	z.foreign = make([]uint64, (n+63)/64)
+// reset starts the chunk of n entries whose first id is lo, kept as it
+// is if hot.
+func (z *freezer) reset(lo uint64, n int, hot bool) {
+	z.lo, z.n, z.hot = lo, 0, hot
+	z.foreign = nil
+	if !hot {
+		z.foreign = make([]uint64, (n+63)/64)
+	}
 	z.values = z.values[:0]
 }
 
@@ -81,7 +86,7 @@ func (z *freezer) set(f *frozenMemo) {
 // set freezes us, the entries of chunk c (us may be reused after).
 func (f *frozenMemo) set(c int, us []uint32) {
 	var z freezer
-	z.reset(c, len(us))
+	z.reset(uint64(c)*memoChunkLen, len(us), c == 0)
 	for _, u := range us {
 		z.add(u)
 	}

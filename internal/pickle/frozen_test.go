@@ -40,8 +40,7 @@ func TestFrozenMemo(t *testing.T) {
 				}
 				// f freezes the first chunk too, to count what it keeps.
 				var z freezer
-				z.reset(lo/memoChunkLen, len(us))
-				z.hot = false
+				z.reset(uint64(lo), len(us), false)
 				for _, u := range us {
 					z.add(u)
 				}

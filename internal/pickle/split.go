@@ -130,7 +130,7 @@ func Join(walkers []*Decoder, tr []func(Value) Value) (*Decoder, []uint64, error
 				}
 				lo := uint64(c) * memoChunkLen
 				hi := min(lo+memoChunkLen, n)
-				z.reset(int(c), int(hi-lo))
+				z.reset(lo, int(hi-lo), c == 0)
 				k := 0
 				for id := lo; id < hi; {
 					for id >= first[k]+walkers[k].memo.n {
