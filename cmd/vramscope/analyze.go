@@ -36,7 +36,7 @@ type analyzeFlags struct {
 
 // load is how the flags bound and report loading.
 func (fl analyzeFlags) load() loadOptions {
-	return loadOptions{maxMemory: int64(fl.maxMemory.Bytes), progress: fl.progress, limitHeap: true}
+	return loadOptions{maxMemory: int64(fl.maxMemory.Bytes), progress: fl.progress, gc: gcLimitOnly}
 }
 
 // bytesFlag is a size flag ("64MiB") that remembers whether it was set.

@@ -31,9 +31,8 @@ type loadOptions struct {
 	// progress prints the loading's progress on stderr even when it is not
 	// a terminal: a line per snapshot.
 	progress bool
-	// limitHeap keeps the collector's memory limit at what the loading
-	// snapshots hold (memoryGate): for analyze, which keeps only digests.
-	limitHeap bool
+	// gc is what the memory gate does to the collector (gcPolicy).
+	gc gcPolicy
 }
 
 // loadAll feeds every input named by args to a: snapshots, memory logs and
@@ -99,7 +98,7 @@ func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyz
 	if maxMemory <= 0 {
 		maxMemory = defaultMaxMemory()
 	}
-	gate := newMemoryGate(maxMemory, opts.limitHeap)
+	gate := newMemoryGate(maxMemory, opts.gc)
 	prog := newLoadProgress(stderr, snaps, opts.progress)
 	// One file's bar beside others' would garble the terminal: with
 	// several, the progress of all is one line.

@@ -20,10 +20,10 @@ import (
 // memoryGate lets snapshots be decoded at once while their estimated
 // memory fits max; one estimated at more than max runs alone. While they
 // load, it also keeps the garbage collector's soft memory limit at what
-// they hold live (heapFor), unless GOMEMLIMIT sets one: with its default
-// goal of twice the live heap the collector let analyze of the 996 MB
-// bench file reach 1010 MB; under the limit it peaks at 0.58 of the file
-// (bench/RESULTS.md).
+// they hold live (heapFor), as its gcPolicy says, unless GOMEMLIMIT sets
+// one: with its default goal of twice the live heap the collector let
+// analyze of the 996 MB bench file reach 1010 MB; under the limit it peaks
+// at 0.58 of the file (bench/RESULTS.md).
 type memoryGate struct {
 	mu   sync.Mutex
 	cond *sync.Cond
@@ -40,16 +40,36 @@ type memoryGate struct {
 	gcOff     bool // and it is off
 }
 
-// newMemoryGate returns a gate of max bytes that sets the memory limit if
-// limitHeap says to: only where nothing but the digests outlives a load
-// (report and serve keep views or snapshots, which the limit does not
-// count: the collector would run without end).
-func newMemoryGate(max int64, limitHeap bool) *memoryGate {
+// gcPolicy is what a memoryGate does to the garbage collector while
+// snapshots load.
+type gcPolicy int
+
+const (
+	// gcAsIs leaves it alone: for report and serve, which keep views or
+	// snapshots that the limit does not count (the collector would run
+	// without end).
+	gcAsIs gcPolicy = iota
+	// gcLimit sets the memory limit: for explain, steps and stats, which
+	// keep little of each snapshot. Without it their peaks on 16 cores
+	// reached 0.51-0.56 of the 996 MB bench file and explain's 0.58 of a
+	// 1 GB generate() trace. The collector's own goal still runs it
+	// before the limit where they hold less: with that goal off, stats of
+	// the generate() trace peaked at 458 MB instead of 368 (2 cores,
+	// bench/RESULTS.md).
+	gcLimit
+	// gcLimitOnly sets the limit and turns the collector's own goal off:
+	// for analyze, whose live heap nears the limit (setHeap).
+	gcLimitOnly
+)
+
+// newMemoryGate returns a gate of max bytes that does to the collector
+// what gc says.
+func newMemoryGate(max int64, gc gcPolicy) *memoryGate {
 	g := &memoryGate{free: max, max: max, heap: heapBase, limit: -1}
 	g.cond = sync.NewCond(&g.mu)
-	if limitHeap && os.Getenv("GOMEMLIMIT") == "" {
+	if gc != gcAsIs && os.Getenv("GOMEMLIMIT") == "" {
 		g.limit = debug.SetMemoryLimit(-1)
-		g.ownGC = os.Getenv("GOGC") == ""
+		g.ownGC = gc == gcLimitOnly && os.Getenv("GOGC") == ""
 	}
 	return g
 }

@@ -20,7 +20,7 @@ import (
 // The gate never lets more than its budget be held at once, and lets a
 // job estimated at more than all of it run alone.
 func TestMemoryGate(t *testing.T) {
-	g := newMemoryGate(100, false)
+	g := newMemoryGate(100, gcAsIs)
 	var held, most atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 64 {
@@ -48,27 +48,32 @@ func TestMemoryGate(t *testing.T) {
 }
 
 // While snapshots load, the gate holds the heap under the soft memory
-// limit of what they hold, with the collector's own goal off; once none
-// loads, both are what they were. What a user set in GOGC or GOMEMLIMIT
-// the gate leaves alone.
+// limit of what they hold, with the collector's own goal off under
+// gcLimitOnly; once none loads, both are what they were. What a user set
+// in GOGC or GOMEMLIMIT the gate leaves alone, and gcAsIs leaves both.
 func TestMemoryGateLimits(t *testing.T) {
 	const before = 77 // the collector's goal before the gate, as GOGC would set it
 	for _, tc := range []struct {
+		gc               gcPolicy
 		gogc, gomemlimit string
 		limit            int64 // while two snapshots load; -1: as before
 		gcOff            bool
 	}{
-		{limit: heapBase + 500<<20, gcOff: true},
-		{gogc: "77", limit: heapBase + 500<<20},
-		{gomemlimit: "4GiB", limit: -1},
+		{gc: gcLimitOnly, limit: heapBase + 500<<20, gcOff: true},
+		{gc: gcLimitOnly, gogc: "77", limit: heapBase + 500<<20},
+		{gc: gcLimitOnly, gomemlimit: "4GiB", limit: -1},
+		{gc: gcLimit, limit: heapBase + 500<<20},
+		{gc: gcLimit, gomemlimit: "4GiB", limit: -1},
+		{gc: gcAsIs, limit: -1},
 	} {
-		t.Run(fmt.Sprintf("GOGC=%q GOMEMLIMIT=%q", tc.gogc, tc.gomemlimit), func(t *testing.T) {
+		name := [...]string{gcAsIs: "as-is", gcLimit: "limit", gcLimitOnly: "limit-only"}[tc.gc]
+		t.Run(fmt.Sprintf("%s GOGC=%q GOMEMLIMIT=%q", name, tc.gogc, tc.gomemlimit), func(t *testing.T) {
 			t.Setenv("GOGC", tc.gogc)
 			t.Setenv("GOMEMLIMIT", tc.gomemlimit)
 			defer debug.SetGCPercent(debug.SetGCPercent(before))
 			defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 			limitBefore := debug.SetMemoryLimit(-1)
-			g := newMemoryGate(1<<40, true)
+			g := newMemoryGate(1<<40, tc.gc)
 			a, b := gateHold{est: 10, heap: 300 << 20}, gateHold{est: 10, heap: 200 << 20}
 			g.take(a)
 			g.take(b)
@@ -96,6 +101,41 @@ func TestMemoryGateLimits(t *testing.T) {
 				t.Errorf("memory limit after: %d, want the %d there was", got, limitBefore)
 			}
 		})
+	}
+}
+
+// explain, steps and stats analyse each file under the memory limit of
+// what it holds, with the collector's own goal left on; after the last,
+// both are what they were.
+func TestPerFileLimit(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	const path = "../../snapshot/testdata/format/default.pickle"
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limitBefore, gcBefore := debug.SetMemoryLimit(-1), debug.SetGCPercent(-1)
+	debug.SetGCPercent(gcBefore)
+	var limit int64
+	var gc int
+	analyse := func(in inputs.Input) (int, error) {
+		limit, gc = debug.SetMemoryLimit(-1), debug.SetGCPercent(-1)
+		debug.SetGCPercent(gc)
+		return 0, nil
+	}
+	text := func(io.Writer, int) error { return nil }
+	if err := perFile(t.Context(), io.Discard, io.Discard, []string{path}, false, analyse, text); err != nil {
+		t.Fatal(err)
+	}
+	if want := heapBase + heapFor(st.Size()); limit != want {
+		t.Errorf("memory limit while analysing: %d, want %d", limit, want)
+	}
+	if gc != gcBefore {
+		t.Errorf("GOGC while analysing: %d, want the %d there was", gc, gcBefore)
+	}
+	if got := debug.SetMemoryLimit(-1); got != limitBefore {
+		t.Errorf("memory limit after: %d, want the %d there was", got, limitBefore)
 	}
 }
 

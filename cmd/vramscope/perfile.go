@@ -13,7 +13,8 @@ import (
 // input that cannot be read is reported on stderr and the others still
 // are, and the returned error then counts the failures. Results are printed
 // as they come in text, a blank line apart, or at the end as one
-// {"files": [...]} document, which is why T carries its JSON form.
+// {"files": [...]} document, which is why T carries its JSON form. Each
+// input is analysed under the memory gate's limit (gcLimit).
 func perFile[T any](ctx context.Context, stdout, stderr io.Writer, args []string, asJSON bool,
 	analyse func(inputs.Input) (T, error), text func(io.Writer, T) error) error {
 	ins, err := expandSnapshots(stderr, args)
@@ -22,11 +23,14 @@ func perFile[T any](ctx context.Context, stdout, stderr io.Writer, args []string
 	}
 	all := []T{}
 	failed, printed := 0, 0
+	gate := newMemoryGate(defaultMaxMemory(), gcLimit)
 	for _, in := range ins {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		held := gate.acquire(in)
 		r, err := analyse(in)
+		gate.release(held)
 		if err != nil {
 			failed++
 			fmt.Fprintf(stderr, "vramscope: %s: %v\n", in, err)
