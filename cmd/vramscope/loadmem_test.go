@@ -92,6 +92,26 @@ func TestMemoryGateLimits(t *testing.T) {
 				t.Errorf("GOGC while loading: %d, want %d", got, wantGC)
 			}
 			debug.SetGCPercent(wantGC) // as it was: the probe above turned it off
+
+			// A stream of unknown size beside them lifts both while it
+			// loads.
+			c := gateHold{est: 10, heap: -1}
+			g.take(c)
+			if got := debug.SetMemoryLimit(-1); got != limitBefore {
+				t.Errorf("memory limit while a stream loads: %d, want the %d there was", got, limitBefore)
+			}
+			if got := debug.SetGCPercent(before); got != before {
+				t.Errorf("GOGC while a stream loads: %d, want the %d there was", got, before)
+			}
+			g.release(c)
+			if got := debug.SetMemoryLimit(-1); got != want {
+				t.Errorf("memory limit once the stream loaded: %d, want %d", got, want)
+			}
+			if got := debug.SetGCPercent(-1); got != wantGC {
+				t.Errorf("GOGC once the stream loaded: %d, want %d", got, wantGC)
+			}
+			debug.SetGCPercent(wantGC)
+
 			g.release(a)
 			g.release(b)
 			if got := debug.SetGCPercent(before); got != before {
