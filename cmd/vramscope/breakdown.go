@@ -126,11 +126,14 @@ func runBreakdown(ctx context.Context, stdout, stderr io.Writer, args []string, 
 	}
 	all := []breakdownDevice{}
 	failed := 0
+	gate := newMemoryGate(defaultMaxMemory(), gcLimit) // as perFile's
 	for _, in := range ins {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		held := gate.acquire(in)
 		devs, err := breakdownInput(in, stderr, f, rules, bf.at, by)
+		gate.release(held)
 		if err != nil {
 			failed++
 			fmt.Fprintf(stderr, "vramscope: %s: %v\n", in, err)

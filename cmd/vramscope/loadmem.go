@@ -52,8 +52,8 @@ const (
 	// snapshots that the limit does not count (the collector would run
 	// without end).
 	gcAsIs gcPolicy = iota
-	// gcLimit sets the memory limit: for explain, steps and stats, which
-	// keep little of each snapshot. Without it their peaks on 16 cores
+	// gcLimit sets the memory limit: for explain, steps, stats and
+	// breakdown, which keep little of each snapshot. Without it their peaks on 16 cores
 	// reached 0.51-0.56 of the 996 MB bench file and explain's 0.58 of a
 	// 1 GB generate() trace. The collector's own goal still runs it
 	// before the limit where they hold less: with that goal off, stats of
