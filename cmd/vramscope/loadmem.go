@@ -53,12 +53,12 @@ const (
 	// without end).
 	gcAsIs gcPolicy = iota
 	// gcLimit sets the memory limit: for explain, steps, stats and
-	// breakdown, which keep little of each snapshot. Without it their peaks on 16 cores
-	// reached 0.51-0.56 of the 996 MB bench file and explain's 0.58 of a
-	// 1 GB generate() trace. The collector's own goal still runs it
-	// before the limit where they hold less: with that goal off, stats of
-	// the generate() trace peaked at 458 MB instead of 368 (2 cores,
-	// bench/RESULTS.md).
+	// breakdown, which keep little of each snapshot. Without it their
+	// peaks on 16 cores reached 0.51-0.56 of the 996 MB bench file, and
+	// explain's 0.58 of a 1 GB generate() trace. The collector's own goal
+	// still runs it before the limit where they hold less: with that goal
+	// off, stats of the generate() trace peaked at 458 MB instead of 368
+	// (2 cores, bench/RESULTS.md).
 	gcLimit
 	// gcLimitOnly sets the limit and turns the collector's own goal off:
 	// for analyze, whose live heap nears the limit (hold).
@@ -134,13 +134,14 @@ func (g *memoryGate) release(h gateHold) {
 
 // hold adds h to what the loading snapshots hold (sign 1) or takes it
 // away (-1) and sets the memory limit to it; with none loading, or one of
-// unknown size, it restores the limit there was. A stream's load under a
-// limit of the others' (heapBase alone, for one stream) had the collector
-// run without end: analyze of the 996 MB bench file from standard input
-// ran 3,037 collections in 9.1 s instead of 4.3. Under the limit the
-// collector's own goal (twice the live heap) only adds collections that
-// free little while a snapshot is built: the gate turns it off under
-// gcLimitOnly, so that the collector runs when the heap nears the limit
+// unknown size, it restores the limit there was. Under a limit of the
+// other loads' alone (heapBase, for one stream) the collector ran without
+// end: analyze of the 996 MB bench file from standard input ran 3,037
+// collections in 9.1 s instead of 4.3.
+//
+// Under the limit the collector's own goal (twice the live heap) only adds
+// collections that free little while a snapshot is built: gcLimitOnly
+// turns it off, so that the collector runs when the heap nears the limit
 // (on the 996 MB bench file 6.8 s of CPU time instead of 7.8, at the same
 // peak).
 func (g *memoryGate) hold(h gateHold, sign int64) {
