@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/vramscope/vramscope/inputs"
+	"github.com/vramscope/vramscope/replay"
+	"github.com/vramscope/vramscope/snapshot"
 )
 
 // The gate never lets more than its budget be held at once, and lets a
@@ -156,6 +158,28 @@ func TestPerFileLimit(t *testing.T) {
 	}
 	if got := debug.SetMemoryLimit(-1); got != limitBefore {
 		t.Errorf("memory limit after: %d, want the %d there was", got, limitBefore)
+	}
+}
+
+// serve keeps every snapshot it loads, which the limit would not count:
+// the snapshots reach it with no limit set and the collector's goal on.
+func TestServeLoadsWithoutLimit(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	limitBefore, gcBefore := debug.SetMemoryLimit(-1), debug.SetGCPercent(-1)
+	debug.SetGCPercent(gcBefore)
+	var limit int64
+	var gc int
+	keep := func(inputs.Input, *snapshot.Snapshot, []*replay.Timeline) {
+		limit, gc = debug.SetMemoryLimit(-1), debug.SetGCPercent(-1)
+		debug.SetGCPercent(gc)
+	}
+	paths := []string{"../../snapshot/testdata/format/default.pickle"}
+	if _, err := loadViews(t.Context(), io.Discard, paths, viewFlags{buckets: 1200}, keep); err != nil {
+		t.Fatal(err)
+	}
+	if limit != limitBefore || gc != gcBefore {
+		t.Errorf("while serve loads: memory limit %d, GOGC %d; want the %d and %d there were", limit, gc, limitBefore, gcBefore)
 	}
 }
 

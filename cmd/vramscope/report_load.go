@@ -56,6 +56,12 @@ func loadViews(ctx context.Context, stderr io.Writer, args []string, fl viewFlag
 	}
 	a := analyze.New(analyze.Options{Filter: filter})
 	b := report.NewBuilder(report.Options{Filter: filter, Buckets: fl.buckets})
+	// Without keep only the views outlive a load, as small as analyze's
+	// digests: the loads run under analyze's limit (gcLimitOnly).
+	gc := gcLimitOnly
+	if keep != nil {
+		gc = gcAsIs
+	}
 	failed, total, err := loadAllWith(ctx, stderr, args, a, func(in inputs.Input, sn *snapshot.Snapshot) error {
 		tls, err := replay.Devices(sn)
 		if err != nil {
@@ -68,7 +74,7 @@ func loadViews(ctx context.Context, stderr io.Writer, args []string, fl viewFlag
 			keep(in, sn, tls)
 		}
 		return nil
-	}, loadOptions{})
+	}, loadOptions{gc: gc})
 	if err != nil {
 		return viewLoad{}, err
 	}
