@@ -110,10 +110,13 @@ func export(ctx context.Context, stderr io.Writer, args []string, f exportFlags)
 	}
 
 	var all []loaded
+	gate := keepingGate()
 	for _, in := range ins {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		held := gate.acquire(in)
+		defer gate.release(held)
 		l, err := loadReplayed(in, stderr, f.device)
 		if err != nil {
 			return &inputError{msg: fmt.Sprintf("%s: %v", in, err)}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/replay"
@@ -155,6 +156,41 @@ func TestPerFileLimit(t *testing.T) {
 	}
 	if gc != gcBefore {
 		t.Errorf("GOGC while analysing: %d, want the %d there was", gc, gcBefore)
+	}
+	if got := debug.SetMemoryLimit(-1); got != limitBefore {
+		t.Errorf("memory limit after: %d, want the %d there was", got, limitBefore)
+	}
+}
+
+// export and simulate keep what they load: their gate never makes a load
+// wait on another's release, however big, and its limit counts every load
+// held until they end.
+func TestKeepingGate(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	limitBefore := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(limitBefore)
+	g := keepingGate()
+	var held []gateHold
+	taken := make(chan struct{})
+	go func() {
+		for range 8 {
+			h := gateHold{est: memoryEstimate(1 << 50), heap: 10 << 20} // a petabyte each
+			g.take(h)
+			held = append(held, h)
+		}
+		close(taken)
+	}()
+	select {
+	case <-taken:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a load waited for another's release")
+	}
+	if got, want := debug.SetMemoryLimit(-1), int64(heapBase+8*(10<<20)); got != want {
+		t.Errorf("memory limit with 8 loads kept: %d, want %d", got, want)
+	}
+	for _, h := range held {
+		g.release(h)
 	}
 	if got := debug.SetMemoryLimit(-1); got != limitBefore {
 		t.Errorf("memory limit after: %d, want the %d there was", got, limitBefore)

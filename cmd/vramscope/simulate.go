@@ -150,6 +150,8 @@ func runSimulate(stdout, stderr io.Writer, path string, fl simulateFlags) error 
 	if len(ins) != 1 {
 		return fmt.Errorf("simulate takes one snapshot, %s names %d", path, len(ins))
 	}
+	gate := keepingGate()
+	defer gate.release(gate.acquire(ins[0]))
 	sn, err := load(ins[0], stderr, 0)
 	if err != nil {
 		return &inputError{msg: fmt.Sprintf("%s: %v", ins[0], err)}
