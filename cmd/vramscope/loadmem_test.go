@@ -84,36 +84,25 @@ func TestMemoryGateLimits(t *testing.T) {
 			if want < 0 {
 				want = limitBefore
 			}
-			if got := debug.SetMemoryLimit(-1); got != want {
-				t.Errorf("memory limit while two load: %d, want %d", got, want)
-			}
 			wantGC := before
 			if tc.gcOff {
 				wantGC = -1
 			}
-			if got := debug.SetGCPercent(-1); got != wantGC {
-				t.Errorf("GOGC while loading: %d, want %d", got, wantGC)
+			if limit, gc := collector(); limit != want || gc != wantGC {
+				t.Errorf("while two load: memory limit %d, GOGC %d; want %d and %d", limit, gc, want, wantGC)
 			}
-			debug.SetGCPercent(wantGC) // as it was: the probe above turned it off
 
 			// A stream of unknown size beside them lifts both while it
 			// loads.
 			c := gateHold{est: 10, heap: -1}
 			g.take(c)
-			if got := debug.SetMemoryLimit(-1); got != limitBefore {
-				t.Errorf("memory limit while a stream loads: %d, want the %d there was", got, limitBefore)
-			}
-			if got := debug.SetGCPercent(before); got != before {
-				t.Errorf("GOGC while a stream loads: %d, want the %d there was", got, before)
+			if limit, gc := collector(); limit != limitBefore || gc != before {
+				t.Errorf("while a stream loads: memory limit %d, GOGC %d; want the %d and %d there were", limit, gc, limitBefore, before)
 			}
 			g.release(c)
-			if got := debug.SetMemoryLimit(-1); got != want {
-				t.Errorf("memory limit once the stream loaded: %d, want %d", got, want)
+			if limit, gc := collector(); limit != want || gc != wantGC {
+				t.Errorf("once the stream loaded: memory limit %d, GOGC %d; want %d and %d", limit, gc, want, wantGC)
 			}
-			if got := debug.SetGCPercent(-1); got != wantGC {
-				t.Errorf("GOGC once the stream loaded: %d, want %d", got, wantGC)
-			}
-			debug.SetGCPercent(wantGC)
 
 			g.release(a)
 			g.release(b)
@@ -127,6 +116,13 @@ func TestMemoryGateLimits(t *testing.T) {
 	}
 }
 
+// collector reads the soft memory limit and GOGC without changing them.
+func collector() (limit int64, gcPercent int) {
+	limit, gcPercent = debug.SetMemoryLimit(-1), debug.SetGCPercent(-1)
+	debug.SetGCPercent(gcPercent)
+	return limit, gcPercent
+}
+
 // explain, steps and stats analyse each file under the memory limit of
 // what it holds, with the collector's own goal left on; after the last,
 // both are what they were.
@@ -138,13 +134,11 @@ func TestPerFileLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limitBefore, gcBefore := debug.SetMemoryLimit(-1), debug.SetGCPercent(-1)
-	debug.SetGCPercent(gcBefore)
+	limitBefore, gcBefore := collector()
 	var limit int64
 	var gc int
 	analyse := func(in inputs.Input) (int, error) {
-		limit, gc = debug.SetMemoryLimit(-1), debug.SetGCPercent(-1)
-		debug.SetGCPercent(gc)
+		limit, gc = collector()
 		return 0, nil
 	}
 	text := func(io.Writer, int) error { return nil }
@@ -202,13 +196,11 @@ func TestKeepingGate(t *testing.T) {
 func TestServeLoadsWithoutLimit(t *testing.T) {
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
-	limitBefore, gcBefore := debug.SetMemoryLimit(-1), debug.SetGCPercent(-1)
-	debug.SetGCPercent(gcBefore)
+	limitBefore, gcBefore := collector()
 	var limit int64
 	var gc int
 	keep := func(inputs.Input, *snapshot.Snapshot, []*replay.Timeline) {
-		limit, gc = debug.SetMemoryLimit(-1), debug.SetGCPercent(-1)
-		debug.SetGCPercent(gc)
+		limit, gc = collector()
 	}
 	paths := []string{"../../snapshot/testdata/format/default.pickle"}
 	if _, err := loadViews(t.Context(), io.Discard, paths, viewFlags{buckets: 1200}, keep); err != nil {
