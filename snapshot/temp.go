@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"sync/atomic"
+
+	"github.com/vramscope/vramscope/internal/tempfile"
 )
 
 // A compressed stream cannot be cut into parts, so it is decoded on one
@@ -19,7 +21,7 @@ import (
 // readDecompressed decodes the compressed file f of size bytes, which
 // starts with magic, by way of a temporary file of its content in
 // os.TempDir ($TMPDIR), on cores goroutines, where that pays (tempPays)
-// and the directory has room (roomFor). ok is false where it does not, or
+// and the directory has room (tempfile.Room). ok is false where it does not, or
 // where anything failed: the caller then decodes the stream, which reports
 // any error in the content as a stream's error. progress, if not nil, is
 // told half the compressed bytes read while they are decompressed, then
@@ -30,7 +32,7 @@ func readDecompressed(f *os.File, size int64, magic []byte, cores int, progress 
 	}
 	est := RawSize(f, size)
 	dir := os.TempDir()
-	if !tempPays(magic, est, cores) || !roomFor(dir, est) {
+	if !tempPays(magic, est, cores) || est > tempfile.Room(dir) {
 		return nil, false
 	}
 	var half func(off int64)
@@ -76,7 +78,7 @@ func tempPays(magic []byte, est int64, cores int) bool {
 // size): a content far larger than estimated does not fill the disk.
 // progress, if not nil, is told how many bytes of f were read.
 func decompressTemp(f *os.File, size, est int64, dir string, progress func(off int64)) (tf *os.File, raw int64, ok bool) {
-	file, err := os.CreateTemp(dir, "vramscope-*.pickle")
+	file, err := tempfile.Create(dir, "vramscope-*.pickle")
 	if err != nil {
 		return nil, 0, false
 	}
@@ -85,9 +87,6 @@ func decompressTemp(f *os.File, size, est int64, dir string, progress func(off i
 			file.Close()
 		}
 	}()
-	if err := os.Remove(file.Name()); err != nil {
-		return nil, 0, false
-	}
 	var in io.ReaderAt = f
 	if progress != nil {
 		in = progressReaderAt{f, progress, new(atomic.Int64)}
