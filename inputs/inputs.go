@@ -233,26 +233,31 @@ func CompareOptional[T cmp.Ordered](hasA, hasB bool, a, b T) int {
 // Reader reads one input and counts the bytes it has delivered.
 type Reader struct {
 	r      io.Reader
+	file   *os.File // the input's file, if a regular one
 	closer io.Closer
 	size   int64
 	n      int64
 }
 
-// Open opens the input for reading; Stdin reads os.Stdin, which Close
-// leaves open.
+// Open opens the input for reading. Stdin is read through a file where it
+// can be (SpoolStdin), from its start each time it is opened, and Close
+// leaves that open; otherwise it is a stream, which only one Reader reads.
 func (in Input) Open() (*Reader, error) {
 	if in.Path == Stdin {
-		return &Reader{r: os.Stdin, size: -1}, nil
+		SpoolStdin(nil)
+		stdin.mu.Lock()
+		defer stdin.mu.Unlock()
+		return stdin.src.reader()
 	}
 	f, err := os.Open(in.Path)
 	if err != nil {
 		return nil, err
 	}
-	size := int64(-1)
+	r := &Reader{r: f, closer: f, size: -1}
 	if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
-		size = info.Size()
+		r.file, r.size = f, info.Size()
 	}
-	return &Reader{r: f, closer: f, size: size}, nil
+	return r, nil
 }
 
 func (r *Reader) Read(p []byte) (int, error) {
@@ -263,10 +268,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 
 // File returns the input's file when it is a regular one, which may be
 // read at any offset (or mapped).
-func (r *Reader) File() (*os.File, bool) {
-	f, ok := r.r.(*os.File)
-	return f, ok && r.size >= 0
-}
+func (r *Reader) File() (*os.File, bool) { return r.file, r.file != nil }
 
 // Size is the input's length in bytes, or -1 when unknown (a pipe).
 func (r *Reader) Size() int64 { return r.size }

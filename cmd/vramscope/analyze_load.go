@@ -64,6 +64,7 @@ func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyz
 	if len(skipped) > 0 {
 		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(skipped), "file"), skipped[0])
 	}
+	readStdin(stderr, ins)
 	var snaps, texts []inputs.Input
 	for _, in := range ins {
 		// Other is a file named on the command line that holds none of

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 
 	"github.com/vramscope/vramscope/inputs"
 	"github.com/vramscope/vramscope/internal/units"
@@ -25,7 +26,24 @@ func expandSnapshots(stderr io.Writer, args []string) ([]inputs.Input, error) {
 	if len(skipped) > 0 {
 		fmt.Fprintf(stderr, "vramscope: skipped %s (first: %s)\n", units.Plural(len(skipped), "non-snapshot file"), skipped[0])
 	}
+	readStdin(stderr, ins)
 	return ins, nil
+}
+
+// readStdin reads standard input ahead if ins holds it, so that a pipe
+// is copied into a file (inputs.SpoolStdin) before any load waits on the
+// memory gate, which sizes it then; a terminal shows the bytes copied.
+func readStdin(stderr io.Writer, ins []inputs.Input) {
+	if !slices.ContainsFunc(ins, func(in inputs.Input) bool { return in.Path == inputs.Stdin }) {
+		return
+	}
+	bar := newProgressBar(stderr, inputs.Input{Path: inputs.Stdin}.String(), -1)
+	if bar == nil {
+		inputs.SpoolStdin(nil)
+		return
+	}
+	defer bar.Clear()
+	inputs.SpoolStdin(func(n int64) { bar.Set64(n) })
 }
 
 // unreadable is the error of a command that reported every input it could

@@ -106,7 +106,7 @@ func heapFor(raw int64) int64 { return int64(heapPerByte * float64(raw)) }
 // acquire waits until the estimate of in (at most max) is free, takes it
 // and returns what it took, for release.
 func (g *memoryGate) acquire(in inputs.Input) gateHold {
-	raw := rawSize(in.Path)
+	raw := rawSize(in)
 	h := gateHold{est: min(memoryEstimate(raw), g.max), heap: -1}
 	if raw >= 0 {
 		h.heap = heapFor(raw)
@@ -197,22 +197,20 @@ func memoryEstimate(raw int64) int64 {
 	return int64(float64(raw)*rssPerByte) + rssBase
 }
 
-// rawSize is the size of the pickle in the file at path (snapshot.RawSize);
-// -1 if it is unknown (a stream).
-func rawSize(path string) int64 {
-	if path == inputs.Stdin {
-		return -1
-	}
-	f, err := os.Open(path)
+// rawSize is the size of the pickle in in (snapshot.RawSize); -1 if it is
+// unknown: a stream, which standard input is where it could not be read
+// through a file (inputs.SpoolStdin).
+func rawSize(in inputs.Input) int64 {
+	r, err := in.Open()
 	if err != nil {
 		return -1
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
+	defer r.Close()
+	f, ok := r.File()
+	if !ok {
 		return -1
 	}
-	return snapshot.RawSize(f, st.Size())
+	return snapshot.RawSize(f, r.Size())
 }
 
 // defaultMaxMemory is half the memory available now (MemAvailable in

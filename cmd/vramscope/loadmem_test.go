@@ -227,14 +227,14 @@ func TestRawSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rawSize(path); got != n {
+	if got := rawSize(inputs.Input{Path: path}); got != n {
 		t.Errorf("raw size %d, want the %d bytes it decompresses to", got, n)
 	}
-	if got := rawSize("../../snapshot/testdata/format/default.pickle"); got != 22412 {
+	if got := rawSize(inputs.Input{Path: "../../snapshot/testdata/format/default.pickle"}); got != 22412 {
 		t.Errorf("a raw pickle's size: %d, want 22412", got)
 	}
-	if got := memoryEstimate(rawSize(inputs.Stdin)); got < 1<<40 {
-		t.Errorf("standard input is estimated at %d bytes, want all of any budget", got)
+	if got := memoryEstimate(-1); got < 1<<40 {
+		t.Errorf("a stream is estimated at %d bytes, want all of any budget", got)
 	}
 }
 
@@ -270,7 +270,7 @@ func TestManySnapshotsFlatMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	budget := fmt.Sprint(memoryEstimate(rawSize(seed)))
+	budget := fmt.Sprint(memoryEstimate(rawSize(inputs.Input{Path: seed})))
 	child := func(args ...string) (string, string, int64) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestManySnapshotsFlatMemory$")
 		cmd.Env = append(os.Environ(), runEnv+"="+strings.Join(args, "\n"))

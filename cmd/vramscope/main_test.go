@@ -168,23 +168,51 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// Standard input is read as a redirect (a file) and as a pipe, which is
+// copied into a temporary file first on more than one core.
 func TestStdin(t *testing.T) {
 	fromRepoRoot(t)
-	f, err := os.Open("snapshot/testdata/format/pending.pickle")
+	const fixture = "snapshot/testdata/format/pending.pickle"
+	data, err := os.ReadFile(fixture)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	saved := os.Stdin
-	os.Stdin = f
 	defer func() { os.Stdin = saved }()
-
-	code, stdout, stderr := runCmd("stats", "--json", "-")
-	if code != exitOK {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
-	}
-	if !strings.Contains(stdout, `"path": "-"`) || !strings.Contains(stdout, `"reserved_bytes": 44040192`) {
-		t.Errorf("stdout lacks the stdin file's report:\n%s", stdout)
+	for _, tc := range []struct {
+		name  string
+		stdin func(t *testing.T) *os.File
+	}{
+		{"redirect", func(t *testing.T) *os.File {
+			f, err := os.Open(fixture)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}},
+		{"pipe", func(t *testing.T) *os.File {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				w.Write(data)
+				w.Close()
+			}()
+			return r
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Stdin = tc.stdin(t)
+			defer os.Stdin.Close()
+			code, stdout, stderr := runCmd("stats", "--json", "-")
+			if code != exitOK {
+				t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+			}
+			if !strings.Contains(stdout, `"path": "-"`) || !strings.Contains(stdout, `"reserved_bytes": 44040192`) {
+				t.Errorf("stdout lacks the stdin file's report:\n%s", stdout)
+			}
+		})
 	}
 }
 
