@@ -121,7 +121,9 @@ func load(in inputs.Input, stderr io.Writer, cores int) (*snapshot.Snapshot, err
 		}
 		if size := r.Size(); size >= 0 {
 			// Tells a truncated copy (all bytes read) from damage inside.
-			return nil, fmt.Errorf("%w (stopped after reading %d of %d bytes)", err, read(), size)
+			// The parts of a split decode count what each read, and the
+			// head decodes again what a failed part had read.
+			return nil, fmt.Errorf("%w (stopped after reading %d of %d bytes)", err, min(read(), size), size)
 		}
 		return nil, err
 	}
