@@ -16,6 +16,7 @@
 #   RUNS=5           runs per row (medians reported)
 #   PY_CORES='2 16'  core counts Python is timed on; PY_CORES= skips it
 #   VS=path          a prebuilt vramscope binary instead of building bench/out/vramscope
+#   STDIN=1          feed FILE to vramscope through a pipe (cat FILE | vramscope analyze -)
 #   PYTHON=python3
 # Output: a Markdown table on stdout, also saved as bench/out/cores-<time>.md.
 set -u
@@ -73,7 +74,7 @@ measure() {
 echo "# vramscope analyze by cores"
 echo
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $NCPU CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
-echo "file: $FILE, $SIZE bytes; $RUNS runs per row, medians; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "file: $FILE${STDIN:+ (piped to vramscope)}, $SIZE bytes; $RUNS runs per row, medians; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| command | cores | wall s | MB/s | peak RSS MB | RSS/file | vs Python on as many cores | output |"
 echo "|---|---:|---:|---:|---:|---:|---:|---|"
@@ -91,7 +92,11 @@ done
 REF=
 for c in $CORES; do
   [ "$c" -gt "$NCPU" ] && continue
-  measure analyze "$c" "$VS" analyze "$FILE"
+  if [ -n "${STDIN:-}" ]; then
+    measure analyze "$c" sh -c 'cat "$1" | exec "$2" analyze -' sh "$FILE" "$VS"
+  else
+    measure analyze "$c" "$VS" analyze "$FILE"
+  fi
   same=same
   for k in $(seq "$RUNS"); do
     [ -z "$REF" ] && REF=$OUT/cores-analyze-$c-1.out

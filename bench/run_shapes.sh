@@ -11,16 +11,18 @@
 #   deep_small  kv_generate: transformers generate() with a KV cache, Python
 #               stacks of 17.5 frames, blocks of 8 KiB (median)
 #   compressed  the python shape, gzip -1 (decoded as a stream, one core)
+#   piped       the python shape on standard input, through a pipe (copied
+#               into a temporary file, then decoded in parts)
 #
 #   bench/run_shapes.sh
-# Environment: SHAPES (all four), SIZE_MB (1000), CORES ('2 16'), RUNS (3),
-# PY_CORES ('16'; Python is not timed on the compressed shape), VS, PYTHON,
+# Environment: SHAPES (all five), SIZE_MB (1000), CORES ('2 16'), RUNS (3),
+# PY_CORES ('16'; Python is not timed on the compressed and piped shapes), VS, PYTHON,
 # as in bench/run_cores.sh. Output: a run_cores.sh table per shape.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 OUT=$PWD/bench/out
 mkdir -p "$OUT"
-SHAPES=${SHAPES:-python cpp deep_small compressed}
+SHAPES=${SHAPES:-python cpp deep_small compressed piped}
 SIZE_MB=${SIZE_MB:-1000}
 PYTHON=${PYTHON:-python3}
 export CORES=${CORES:-2 16} RUNS=${RUNS:-3} PYTHON
@@ -32,7 +34,7 @@ export VS
 
 seed() {
   case $1 in
-  python | compressed) echo testdata/scenarios/out/bench_source/bench_source.pickle.gz ;;
+  python | compressed | piped) echo testdata/scenarios/out/bench_source/bench_source.pickle.gz ;;
   cpp) echo testdata/breakdown/out/llama_train.pickle.gz ;;
   deep_small) echo testdata/breakdown/out/kv_generate.pickle.gz ;;
   *) return 1 ;;
@@ -61,6 +63,8 @@ for shape in $SHAPES; do
     [ -f "$f.gz" ] || gzip -1 -c "$f" >"$f.gz"
     echo "gzip -1: $(stat -c %s "$f.gz") bytes"
     RAW_SIZE=$(stat -c %s "$f") FILE=$f.gz PY_CORES= bash bench/run_cores.sh
+  elif [ "$shape" = piped ]; then
+    STDIN=1 FILE=$f PY_CORES= bash bench/run_cores.sh
   else
     FILE=$f PY_CORES=${PY_CORES-16} bash bench/run_cores.sh
   fi
