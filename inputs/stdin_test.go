@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vramscope/vramscope/internal/testutil"
 )
 
 // content is the bytes of a fake snapshot, n of them, each telling its
@@ -18,21 +20,6 @@ func content(n int) []byte {
 		b[i] = byte(i * 7 / 5)
 	}
 	return b
-}
-
-// pipeOf is the read end of a pipe that is fed b and then closed.
-func pipeOf(t *testing.T, b []byte) *os.File {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		w.Write(b)
-		w.Close()
-	}()
-	t.Cleanup(func() { r.Close() })
-	return r
 }
 
 // readAll reads s from its start through a Reader, as Open would.
@@ -75,9 +62,9 @@ func TestOpenStdin(t *testing.T) {
 		copied bool // into a temporary file
 	}{
 		{"a redirect is read in place", open, 1, want, true, false},
-		{"a pipe is copied", func(t *testing.T) *os.File { return pipeOf(t, want) }, 2, want, true, true},
-		{"an empty pipe too", func(t *testing.T) *os.File { return pipeOf(t, nil) }, 2, []byte{}, true, true},
-		{"a pipe on one core is a stream", func(t *testing.T) *os.File { return pipeOf(t, want) }, 1, want, false, false},
+		{"a pipe is copied", func(t *testing.T) *os.File { return testutil.Pipe(t, want) }, 2, want, true, true},
+		{"an empty pipe too", func(t *testing.T) *os.File { return testutil.Pipe(t, nil) }, 2, []byte{}, true, true},
+		{"a pipe on one core is a stream", func(t *testing.T) *os.File { return testutil.Pipe(t, want) }, 1, want, false, false},
 		{"a redirect partly read is copied from there", func(t *testing.T) *os.File {
 			f := open(t)
 			if _, err := f.Seek(100, io.SeekStart); err != nil {
@@ -140,7 +127,7 @@ func TestSpoolWithoutRoom(t *testing.T) {
 		{"no directory", filepath.Join(t.TempDir(), "missing"), 1 << 40},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := spool(pipeOf(t, want), tc.dir, tc.room, nil)
+			s := spool(testutil.Pipe(t, want), tc.dir, tc.room, nil)
 			if s.err != nil || s.file != nil || s.size != -1 {
 				t.Fatalf("got file %v, size %d, err %v; want a stream", s.file, s.size, s.err)
 			}
@@ -182,7 +169,7 @@ func TestOpenStdinInput(t *testing.T) {
 	saved := os.Stdin
 	defer func() { os.Stdin = saved }()
 	for _, want := range [][]byte{content(1000), content(2000)} {
-		os.Stdin = pipeOf(t, want)
+		os.Stdin = testutil.Pipe(t, want)
 		r, err := Input{Path: Stdin}.Open()
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vramscope/vramscope/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -190,17 +192,7 @@ func TestStdin(t *testing.T) {
 			}
 			return f
 		}},
-		{"pipe", func(t *testing.T) *os.File {
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			go func() {
-				w.Write(data)
-				w.Close()
-			}()
-			return r
-		}},
+		{"pipe", func(t *testing.T) *os.File { return testutil.Pipe(t, data) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			os.Stdin = tc.stdin(t)

@@ -67,3 +67,20 @@ func Fixtures(tb testing.TB) []string {
 	}
 	return files
 }
+
+// Pipe is the read end of a pipe that is fed b and then closed, as
+// standard input is when a file is piped to a command; tb closes it at
+// its end.
+func Pipe(tb testing.TB, b []byte) *os.File {
+	tb.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go func() {
+		w.Write(b)
+		w.Close()
+	}()
+	tb.Cleanup(func() { r.Close() })
+	return r
+}
