@@ -57,7 +57,6 @@ func runServe(ctx context.Context, stderr io.Writer, args []string, addr string,
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	readStdin(stderr, ins)
 	// The builder is made by loadViews; the server needs it only once the
 	// views are ready, so it starts with none and gets it from Ready.
 	srv := web.New("vramscope", len(ins))
