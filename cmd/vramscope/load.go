@@ -108,7 +108,7 @@ func load(in inputs.Input, stderr io.Writer, cores int) (*snapshot.Snapshot, err
 	if f, ok := r.File(); ok {
 		// A file is read where the decoder wants it: a big one in place
 		// and by one goroutine per core at once (snapshot.ReadFile).
-		p := &progressMark{bar: bar}
+		p := &progressMark{bar: bar, size: r.Size()}
 		read = p.highWater
 		sn, err = snapshot.ReadFile(f, r.Size(), cores, p.reached)
 	} else {
@@ -121,9 +121,7 @@ func load(in inputs.Input, stderr io.Writer, cores int) (*snapshot.Snapshot, err
 		}
 		if size := r.Size(); size >= 0 {
 			// Tells a truncated copy (all bytes read) from damage inside.
-			// The parts of a split decode count what each read, and the
-			// head decodes again what a failed part had read.
-			return nil, fmt.Errorf("%w (stopped after reading %d of %d bytes)", err, min(read(), size), size)
+			return nil, fmt.Errorf("%w (stopped after reading %d of %d bytes)", err, read(), size)
 		}
 		return nil, err
 	}

@@ -39,18 +39,24 @@ func newProgressBar(stderr io.Writer, name string, size int64) *progressbar.Prog
 	)
 }
 
-// progressMark follows how far the decoder has read a file, which it may
-// read at several places at once: the bar shows the furthest byte.
+// progressMark follows how far the decoder has read a file of size bytes,
+// which it may read at several places at once: the bar shows the furthest
+// byte. A split decode tells how much its parts have read in all, which
+// passes the size where the head decodes again what a failed part had
+// read: a truncated 100 MB copy of the bench file came to 141 MB on 2
+// cores. The mark stops at the size.
 type progressMark struct {
-	bar *progressbar.ProgressBar // nil: only count
-	mu  sync.Mutex
-	hw  int64
+	bar  *progressbar.ProgressBar // nil: only count
+	size int64
+	mu   sync.Mutex
+	hw   int64
 }
 
 // reached notes that a decoder has read up to off.
 func (p *progressMark) reached(off int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	off = min(off, p.size)
 	if off > p.hw {
 		p.hw = off
 		if p.bar != nil {
