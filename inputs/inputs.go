@@ -270,7 +270,8 @@ func (r *Reader) Read(p []byte) (int, error) {
 // read at any offset (or mapped).
 func (r *Reader) File() (*os.File, bool) { return r.file, r.file != nil }
 
-// Size is the input's length in bytes, or -1 when unknown (a pipe).
+// Size is the input's length in bytes, or -1 when unknown: a stream, as
+// standard input is where it could not be copied into a file.
 func (r *Reader) Size() int64 { return r.size }
 
 // BytesRead is how many bytes Read has returned so far.
