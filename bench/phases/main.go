@@ -8,9 +8,11 @@
 // builds' decoders side by side.
 //
 //	go run ./bench/phases [-runs 3] [-only decode] [-cpuprofile cpu.pb.gz] FILE
+//	go tool pprof -top -tagfocus phase=replay cpu.pb.gz
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -94,9 +96,14 @@ func main() {
 	}
 }
 
+// phase runs f as one phase. The CPU profile's samples of f, and of the
+// goroutines it starts, carry the label phase=name: go tool pprof
+// -tagfocus phase=analyze shows one phase's, parallel work included.
 func phase(run int, name string, mb float64, f func() error) {
 	w0, c0 := time.Now(), cpu()
-	if err := f(); err != nil {
+	var err error
+	pprof.Do(context.Background(), pprof.Labels("phase", name), func(context.Context) { err = f() })
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(2)
 	}
