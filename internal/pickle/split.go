@@ -274,8 +274,8 @@ func (d *Decoder) memoize(w *walk, id uint64) error {
 
 // scanFast walks the buffered opcodes that need no refill, stopping at any
 // other. Most opcodes only need their length: the value MEMOIZE stores is
-// decoded then, from the opcode before it, so the loop is mostly a table
-// lookup per opcode.
+// decoded then, from the opcode before it, so the loop is mostly a compare
+// or a table lookup per opcode.
 func (d *Decoder) scanFast(w *walk, from int64) error {
 	buf, pos := d.buf[:d.end], d.pos
 	limit, stopAt := d.end-16, int(max(from-d.base, 0))
@@ -284,7 +284,21 @@ func (d *Decoder) scanFast(w *walk, from int64) error {
 	var err error
 loop:
 	for pos <= limit {
-		n := int(scanLen[buf[pos]])
+		// The commonest opcodes (memo reads: most keys and frames) get
+		// their length from compares, not from the table: the next
+		// position then hangs on a predicted branch instead of two loads
+		// in a row, and the core runs ahead. BenchmarkWalk: 1.13-1.18
+		// GB/s with the table alone, 1.38-1.48 with these.
+		op := buf[pos]
+		if op == opLongBinGet {
+			last, pos = pos, pos+5
+			continue
+		}
+		if op == opBinGet || op == opBinInt1 {
+			last, pos = pos, pos+2
+			continue
+		}
+		n := int(scanLen[op])
 		if n < scanMark { // most opcodes: only their length matters
 			if n == scanStop {
 				break
