@@ -287,8 +287,9 @@ loop:
 		// The commonest opcodes (memo reads: most keys and frames) get
 		// their length from compares, not from the table: the next
 		// position then hangs on a predicted branch instead of two loads
-		// in a row, and the core runs ahead. BenchmarkWalk: 1.13-1.18
-		// GB/s with the table alone, 1.38-1.48 with these.
+		// in a row, and the core runs ahead. BenchmarkWalk on the 2-core
+		// dev VM: 1.05-1.19 GB/s with the table alone, 1.21-1.52 with
+		// these (bench/RESULTS.md).
 		op := buf[pos]
 		if op == opLongBinGet {
 			last, pos = pos, pos+5
