@@ -25,8 +25,10 @@ package replay
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
+	"runtime/trace"
 	"slices"
 
 	"github.com/vramscope/vramscope/internal/parallel"
@@ -61,10 +63,12 @@ func Device(sn *snapshot.Snapshot, d int) (*Timeline, error) {
 		return nil, fmt.Errorf("replaying device %d: %d events exceed the supported %d", d, tr.Len(), LiveAtEnd-1)
 	}
 	r := newReplayer(sn, d, tr)
-	r.scan()
-	r.reconstruct()
-	r.run()
-	r.compareFinal()
+	// The steps are regions of an execution trace (bench/tracecores).
+	ctx := context.Background()
+	trace.WithRegion(ctx, "replay.scan", r.scan)
+	trace.WithRegion(ctx, "replay.reconstruct", r.reconstruct)
+	trace.WithRegion(ctx, "replay.run", r.run)
+	trace.WithRegion(ctx, "replay.compare", r.compareFinal)
 	r.t.Caveats = r.caveats.list()
 	return r.t, nil
 }

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/trace"
 	"sync/atomic"
 
 	"github.com/vramscope/vramscope/internal/pickle"
@@ -325,7 +327,9 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 		t := <-p.done
 		waiting = nil
 		if at && t.err == nil && b.canMerge(dec, &t) {
+			r := trace.StartRegion(context.Background(), "decode.merge")
 			m := b.merge(dec, &t)
+			r.End()
 			if err := dec.Splice(t.d, m.value, src.from(t.end)); err != nil {
 				return nil, 0, fmt.Errorf("decoding snapshot: %w", err)
 			}
@@ -335,10 +339,12 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 			t.d.LeaveBudget()
 		}
 	}
+	r := trace.StartRegion(context.Background(), "decode.rest")
 	top, err := dec.Decode()
+	r.End()
 	b.sn.Protocol = dec.Protocol()
 	if err == nil {
-		err = b.finish(top)
+		trace.WithRegion(context.Background(), "decode.finish", func() { err = b.finish(top) })
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("decoding snapshot: %w", err)

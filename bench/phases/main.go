@@ -5,9 +5,12 @@
 // wall and CPU seconds per phase and the process's peak RSS after each. bench/run.sh records
 // whole-command numbers; this splits them so a regression can be placed.
 // With -only decode it decodes alone, as bench/run_pairs.sh times two
-// builds' decoders side by side.
+// builds' decoders side by side; with -only analyze it decodes and
+// analyzes, as the command does. -trace writes a runtime execution trace,
+// which shows how many cores each stage keeps busy (bench/tracecores
+// reads it).
 //
-//	go run ./bench/phases [-runs 3] [-only decode] [-cpuprofile cpu.pb.gz] FILE
+//	go run ./bench/phases [-runs 3] [-only decode|analyze] [-cpuprofile cpu.pb.gz] [-trace t.out] FILE
 //	go tool pprof -top -tagfocus phase=replay cpu.pb.gz
 package main
 
@@ -17,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 	"time"
@@ -32,10 +36,11 @@ import (
 func main() {
 	runs := flag.Int("runs", 1, "repetitions (each in this process; RSS is the process peak)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of all phases to `FILE`")
-	only := flag.String("only", "", "run only the `decode` phase")
+	only := flag.String("only", "", "run only the `decode` phase, or decode and analyze")
+	traceOut := flag.String("trace", "", "write a runtime execution trace to `FILE`")
 	flag.Parse()
-	if flag.NArg() != 1 || *only != "" && *only != "decode" {
-		fmt.Fprintln(os.Stderr, "usage: phases [-runs N] [-only decode] [-cpuprofile F] FILE")
+	if flag.NArg() != 1 || *only != "" && *only != "decode" && *only != "analyze" {
+		fmt.Fprintln(os.Stderr, "usage: phases [-runs N] [-only decode|analyze] [-cpuprofile F] [-trace F] FILE")
 		os.Exit(1)
 	}
 	path := flag.Arg(0)
@@ -60,6 +65,18 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		defer trace.Stop()
+	}
 	filter, _ := callsite.NewFilter("", "")
 	for r := 1; r <= *runs; r++ {
 		var sn *snapshot.Snapshot
@@ -73,6 +90,10 @@ func main() {
 			return err
 		})
 		if *only == "decode" {
+			continue
+		}
+		if *only == "analyze" {
+			analyzePhase(r, mb, path, sn)
 			continue
 		}
 		var tls []*replay.Timeline
@@ -89,20 +110,27 @@ func main() {
 			return nil
 		})
 		tls = nil
-		phase(r, "analyze", mb, func() error {
-			analyze.New(analyze.Options{}).AddSnapshot(inputs.Input{Path: path}, sn)
-			return nil
-		})
+		analyzePhase(r, mb, path, sn)
 	}
 }
 
-// phase runs f as one phase. The CPU profile's samples of f, and of the
+// analyzePhase runs analyze's work on sn as one phase.
+func analyzePhase(run int, mb float64, path string, sn *snapshot.Snapshot) {
+	phase(run, "analyze", mb, func() error {
+		analyze.New(analyze.Options{}).AddSnapshot(inputs.Input{Path: path}, sn)
+		return nil
+	})
+}
+
+// phase runs f as one phase, in a trace region of its name. The CPU profile's samples of f, and of the
 // goroutines it starts, carry the label phase=name: go tool pprof
 // -tagfocus phase=analyze shows one phase's, parallel work included.
 func phase(run int, name string, mb float64, f func() error) {
 	w0, c0 := time.Now(), cpu()
 	var err error
-	pprof.Do(context.Background(), pprof.Labels("phase", name), func(context.Context) { err = f() })
+	pprof.Do(context.Background(), pprof.Labels("phase", name), func(ctx context.Context) {
+		trace.WithRegion(ctx, name, func() { err = f() })
+	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(2)
