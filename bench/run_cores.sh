@@ -4,7 +4,10 @@
 # cgroup's CPU quota), against Python's pickle.load with the GC off pinned the
 # same way, on a ~1 GB snapshot grown from the GPU-made seed. Every vramscope
 # run's output must be the 1-core run's, byte for byte (a row says "DIFFERS"
-# otherwise).
+# otherwise). On a core count Python is timed on, its runs alternate with
+# vramscope's, and the speedup is the median of each pair's ratio: the
+# 16-core GPU host's speed moves by up to 2x within minutes, so Python's
+# runs all before vramscope's could not be compared with them.
 #
 #   bench/run_cores.sh
 # Environment:
@@ -51,24 +54,33 @@ cat "$FILE" >/dev/null # warm the page cache: these are not disk numbers
 # pin C: the taskset prefix for the first C cores.
 pin() { echo "taskset -c 0-$(($1 - 1))"; }
 
-# measure NAME C CMD...: runs CMD RUNS times on C cores; sets WALL and RSS to
-# the medians (s, MB) and EXIT to the worst exit status; stdout goes to
-# $OUT/cores-NAME-C-RUN.out.
-measure() {
+# run1 NAME C CMD...: runs CMD once on C cores, stdout to
+# $OUT/cores-NAME-C-K.out (K counts the runs of NAME on C); appends its wall
+# seconds, peak RSS MB and exit status to $OUT/cores-NAME-C.runs.
+run1() {
   local name=$1 c=$2; shift 2
-  local walls=() rsss=() k t0 t1
-  EXIT=0
-  for k in $(seq "$RUNS"); do
-    t0=$(date +%s%N)
-    /usr/bin/time -f '%M' -o "$OUT/cores.time" $(pin "$c") "$@" >"$OUT/cores-$name-$c-$k.out" 2>"$OUT/cores-$name.err"
-    local rc=$?
-    t1=$(date +%s%N)
-    [ $rc -gt "$EXIT" ] && EXIT=$rc
-    walls+=("$(awk "BEGIN{print ($t1 - $t0) / 1000000000}")")
-    rsss+=("$(awk -v kb="$(tail -1 "$OUT/cores.time")" 'BEGIN{print kb * 1024 / 1000000}')")
-  done
-  WALL=$(printf '%s\n' "${walls[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
-  RSS=$(printf '%s\n' "${rsss[@]}" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+  local runs=$OUT/cores-$name-$c.runs t0 t1 rc
+  local k=$(($(cat "$runs" 2>/dev/null | wc -l) + 1))
+  t0=$(date +%s%N)
+  /usr/bin/time -f '%M' -o "$OUT/cores.time" $(pin "$c") "$@" >"$OUT/cores-$name-$c-$k.out" 2>"$OUT/cores-$name.err"
+  rc=$?
+  t1=$(date +%s%N)
+  echo "$(awk "BEGIN{print ($t1 - $t0) / 1000000000}") $(awk -v kb="$(tail -1 "$OUT/cores.time")" 'BEGIN{print kb * 1024 / 1000000}') $rc" >>"$runs"
+}
+
+# worst NAME C: the worst exit status of NAME's runs on C cores.
+worst() { cut -d' ' -f3 "$OUT/cores-$1-$2.runs" | sort -g | tail -1; }
+
+# median: the median of the numbers on stdin.
+median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+
+# row NAME C: prints the table's columns from cores to RSS/file of NAME's
+# runs on C cores (medians).
+row() {
+  local runs=$OUT/cores-$1-$2.runs wall rss
+  wall=$(cut -d' ' -f1 "$runs" | median)
+  rss=$(cut -d' ' -f2 "$runs" | median)
+  printf '%d | %.2f | %.0f | %.0f | %.2f' "$2" "$wall" "$(awk "BEGIN{print $SIZE / 1000000 / $wall}")" "$rss" "$(awk "BEGIN{print $rss * 1000000 / $SIZE}")"
 }
 
 echo "# vramscope analyze by cores"
@@ -76,36 +88,36 @@ echo
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $NCPU CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
 echo "file: $FILE${STDIN:+ (piped to vramscope)}, $SIZE bytes; $RUNS runs per row, medians; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| command | cores | wall s | MB/s | peak RSS MB | RSS/file | vs Python on as many cores | output |"
+echo "| command | cores | wall s | MB/s | peak RSS MB | RSS/file | vs Python on as many cores (median of the pairs' ratios) | output |"
 echo "|---|---:|---:|---:|---:|---:|---:|---|"
-declare -A PYWALL
-for c in $PY_CORES; do
-  [ "$c" -gt "$NCPU" ] && continue
-  measure python "$c" "$PYTHON" -c 'import gc, pickle, sys
-gc.disable()
-with open(sys.argv[1], "rb") as f:
-    pickle.load(f)' "$FILE"
-  PYWALL[$c]=$WALL
-  printf '| python pickle.load, gc off | %d | %.2f | %.0f | %.0f | %.2f | | exit %d |\n' "$c" "$WALL" \
-    "$(awk "BEGIN{print $SIZE / 1000000 / $WALL}")" "$RSS" "$(awk "BEGIN{print $RSS * 1000000 / $SIZE}")" "$EXIT"
-done
 REF=
 for c in $CORES; do
   [ "$c" -gt "$NCPU" ] && continue
-  if [ -n "${STDIN:-}" ]; then
-    measure analyze "$c" sh -c 'cat "$1" | exec "$2" analyze -' sh "$FILE" "$VS"
-  else
-    measure analyze "$c" "$VS" analyze "$FILE"
+  py=
+  for p in $PY_CORES; do [ "$p" = "$c" ] && py=1; done
+  rm -f "$OUT/cores-python-$c.runs" "$OUT/cores-analyze-$c.runs"
+  for k in $(seq "$RUNS"); do
+    [ -n "$py" ] && run1 python "$c" "$PYTHON" -c 'import gc, pickle, sys
+gc.disable()
+with open(sys.argv[1], "rb") as f:
+    pickle.load(f)' "$FILE"
+    if [ -n "${STDIN:-}" ]; then
+      run1 analyze "$c" sh -c 'cat "$1" | exec "$2" analyze -' sh "$FILE" "$VS"
+    else
+      run1 analyze "$c" "$VS" analyze "$FILE"
+    fi
+  done
+  speedup=
+  if [ -n "$py" ]; then
+    printf '| python pickle.load, gc off | %s | | exit %d |\n' "$(row python "$c")" "$(worst python "$c")"
+    speedup=$(printf '%.1fx' "$(paste -d' ' "$OUT/cores-python-$c.runs" "$OUT/cores-analyze-$c.runs" | awk '{print $1 / $4}' | median)")
   fi
   same=same
   for k in $(seq "$RUNS"); do
     [ -z "$REF" ] && REF=$OUT/cores-analyze-$c-1.out
     cmp -s "$REF" "$OUT/cores-analyze-$c-$k.out" || same=DIFFERS
   done
-  speedup=
-  [ -n "${PYWALL[$c]:-}" ] && speedup=$(printf '%.1fx' "$(awk "BEGIN{print ${PYWALL[$c]} / $WALL}")")
-  printf '| vramscope analyze | %d | %.2f | %.0f | %.0f | %.2f | %s | %s, exit %d |\n' "$c" "$WALL" \
-    "$(awk "BEGIN{print $SIZE / 1000000 / $WALL}")" "$RSS" "$(awk "BEGIN{print $RSS * 1000000 / $SIZE}")" "$speedup" "$same" "$EXIT"
+  printf '| vramscope analyze | %s | %s | %s, exit %d |\n' "$(row analyze "$c")" "$speedup" "$same" "$(worst analyze "$c")"
 done
 echo
 echo "Targets (issue 15): analyze <= 0.5 s on 16 cores and <= 2 s on 2; >= 6x Python on 2 cores, >= 15x on 16; peak RSS <= 0.5x the file."
