@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -100,13 +101,17 @@ func TestAppendArena(t *testing.T) {
 		name       string
 		head, tail int
 		tailCtx    Context
+		procs      int // GOMAXPROCS: the tail's chunks are shifted a range per core
 	}{
-		{"head ends mid-chunk", eventChunkLen + 3, 2*eventChunkLen + 5, Context{}},
-		{"head ends on a chunk boundary", eventChunkLen, eventChunkLen + 1, Context{}},
-		{"tail fits the head's last chunk", 10, 20, Context{}},
-		{"other contexts", 10, eventChunkLen + 2, Context{CompileContext: 9}},
+		{"head ends mid-chunk", eventChunkLen + 3, 2*eventChunkLen + 5, Context{}, 1},
+		{"head ends on a chunk boundary", eventChunkLen, eventChunkLen + 1, Context{}, 4},
+		{"tail fits the head's last chunk", 10, 20, Context{}, 4},
+		{"other contexts", 10, eventChunkLen + 2, Context{CompileContext: 9}, 4},
+		{"many chunks, shifted a range per core", eventChunkLen/2 + 1, 9*eventChunkLen + 7, Context{}, 4},
+		{"many chunks, the last emptied", 5, 7*eventChunkLen + 5, Context{}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
 			event := func(i int) Event {
 				e := Event{Addr: uint64(i) * 512, Size: 512, TimeUS: int64(i/40000)<<32 | int64(i), Stack: StackID(i % 11), Stream: StreamID(i % 2), Action: ActionAlloc}
 				if i%5003 == 5 {
