@@ -305,8 +305,14 @@ func (a *eventArena) appendArena(t *eventArena, ctx func(Context) Context) {
 		}
 	}
 	if taken < t.n {
-		// taken < eventChunkLen: src[0] is full if taken > 0
-		for _, c := range shiftDown(src, taken%eventChunkLen) {
+		shift := taken % eventChunkLen // taken < eventChunkLen: src[0] is full if taken > 0
+		for j := range src {
+			c := src[j]
+			n := copy(c, c[min(shift, len(c)):])
+			c = c[:n]
+			if j+1 < len(src) {
+				c = append(c, src[j+1][:min(shift, len(src[j+1]))]...)
+			}
 			if len(c) > 0 {
 				a.chunks = append(a.chunks, c)
 			}
@@ -314,42 +320,6 @@ func (a *eventArena) appendArena(t *eventArena, ctx func(Context) Context) {
 	}
 	a.n += t.n
 	*t = eventArena{}
-}
-
-// shiftDown moves the events of chunks (each full but the last) down by
-// shift places, dropping the first shift: each chunk takes the rest of its
-// own events and the head of the next one's, and the last may be left
-// empty. It shifts a range of chunks per core, each range starting once
-// every range has kept the head of the first chunk after it, which the
-// next range overwrites: on the head of a split decode, alone, the 15
-// merges of a 16-core decode of the 996 MB bench file took 41-44 ms, most
-// of it this copy of 14 MB a tail.
-func shiftDown(chunks [][]packedEvent, shift int) [][]packedEvent {
-	if shift == 0 {
-		return chunks
-	}
-	head := func(j int) []packedEvent { return chunks[j][:min(shift, len(chunks[j]))] }
-	bounds := parallel.Ranges(len(chunks), 2)
-	next := make([][]packedEvent, len(bounds)-1)
-	parallel.Do(bounds, func(part, _, hi int) {
-		if hi < len(chunks) {
-			next[part] = slices.Clone(head(hi))
-		}
-	})
-	parallel.Do(bounds, func(part, lo, hi int) {
-		for j := lo; j < hi; j++ {
-			c := chunks[j]
-			c = c[:copy(c, c[min(shift, len(c)):])]
-			switch {
-			case j+1 < hi:
-				c = append(c, head(j+1)...)
-			case hi < len(chunks):
-				c = append(c, next[part]...)
-			}
-			chunks[j] = c
-		}
-	})
-	return chunks
 }
 
 func (a *eventArena) context(i int) Context {

@@ -101,13 +101,13 @@ func TestAppendArena(t *testing.T) {
 		name       string
 		head, tail int
 		tailCtx    Context
-		procs      int // GOMAXPROCS: the tail's chunks are shifted a range per core
+		procs      int // GOMAXPROCS: the tail is renumbered a range of chunks per core
 	}{
 		{"head ends mid-chunk", eventChunkLen + 3, 2*eventChunkLen + 5, Context{}, 1},
 		{"head ends on a chunk boundary", eventChunkLen, eventChunkLen + 1, Context{}, 4},
 		{"tail fits the head's last chunk", 10, 20, Context{}, 4},
 		{"other contexts", 10, eventChunkLen + 2, Context{CompileContext: 9}, 4},
-		{"many chunks, shifted a range per core", eventChunkLen/2 + 1, 9*eventChunkLen + 7, Context{}, 4},
+		{"many chunks, renumbered a range per core", eventChunkLen/2 + 1, 9*eventChunkLen + 7, Context{}, 4},
 		{"many chunks, the last emptied", 5, 7*eventChunkLen + 5, Context{}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
