@@ -18,6 +18,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
@@ -53,30 +54,8 @@ func main() {
 	fmt.Printf("file %s, %.1f MB\n", path, mb)
 	fmt.Println("| run | phase | wall s | cpu s | MB/s (wall) | peak RSS MB |")
 	fmt.Println("|---:|---|---:|---:|---:|---:|")
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	if *traceOut != "" {
-		f, err := os.Create(*traceOut)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		if err := trace.Start(f); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		defer trace.Stop()
-	}
+	defer record(*cpuprofile, pprof.StartCPUProfile, pprof.StopCPUProfile)()
+	defer record(*traceOut, trace.Start, trace.Stop)()
 	filter, _ := callsite.NewFilter("", "")
 	for r := 1; r <= *runs; r++ {
 		var sn *snapshot.Snapshot
@@ -111,6 +90,26 @@ func main() {
 		})
 		tls = nil
 		analyzePhase(r, mb, path, sn)
+	}
+}
+
+// record starts writing a profile or a trace to path with start, unless
+// path is empty, and returns what stops it.
+func record(path string, start func(io.Writer) error, stop func()) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = start(f)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	return func() {
+		stop()
+		f.Close()
 	}
 }
 
