@@ -31,7 +31,7 @@ func stage(d time.Duration) {
 // and about that running time.
 func TestRead(t *testing.T) {
 	if testing.Short() {
-		t.Skip("spins two cores for 100 ms")
+		t.Skip("-short: spins two cores for 100 ms; the full go test ./... (.ci/run) runs it")
 	}
 	var buf bytes.Buffer
 	if err := trace.Start(&buf); err != nil {
