@@ -327,6 +327,8 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 		t := <-p.done
 		waiting = nil
 		if at && t.err == nil && b.canMerge(dec, &t) {
+			// The head's steps alone are regions of an execution trace
+			// (bench/tracecores).
 			r := trace.StartRegion(context.Background(), "decode.merge")
 			m := b.merge(dec, &t)
 			r.End()
