@@ -10,10 +10,12 @@ without that walk would have to defer every read of an entry before its base
 and have the head resolve it at the merge: containers (frame dicts, frame
 lists) defer as placeholders already, but a string a tail must read to go on
 (a dict key, an action, a frame's file name) would have to come from a memo
-prefix decoded first. This counts, per tail, its memo reads by where their
-entry lies (the tail's own; before its base and in the first PREFIX of the
-file, or after it) and what it holds (a str or not), so that the cost of
-such a design can be judged on real snapshots before it is built.
+prefix decoded first, and, not knowing its base, would have to defer its
+reads of its own entries too, unless they are strings. This counts, per
+tail, its memo reads by where their entry lies (the tail's own; before its
+base and in the first PREFIX of the file, or after it) and what it holds (a
+str or not), so that the cost of such a design can be judged on real
+snapshots before it is built.
 
     python3 bench/memo_refs.py [--parts 16] [--prefix 0.02] FILE...
 
@@ -59,7 +61,7 @@ def refs(data, parts, prefix):
             while cut < len(cuts) and pos >= cuts[cut]:
                 cut += 1
             tails.append((pos, len(kinds)))
-            rows.append({"start": pos, "base": len(kinds), "reads": 0, "own": 0,
+            rows.append({"start": pos, "base": len(kinds), "reads": 0, "own": 0, "own_str": 0,
                          "prefix_str": 0, "prefix_other": 0, "mid_str": 0, "mid_other": 0,
                          "mid_str_ids": set()})
         if name == "MEMOIZE":
@@ -75,10 +77,11 @@ def refs(data, parts, prefix):
         if name in GETS and rows:
             r = rows[-1]
             r["reads"] += 1
+            is_str = arg < len(kinds) and kinds[arg]
             if arg >= r["base"]:
                 r["own"] += 1
+                r["own_str"] += is_str
             else:
-                is_str = arg < len(kinds) and kinds[arg]
                 where = "prefix" if prefix_len is not None and arg < prefix_len else "mid"
                 r[f"{where}_{'str' if is_str else 'other'}"] += 1
                 if where == "mid" and is_str:
@@ -96,10 +99,10 @@ def main():
     for path in a.files:
         size, prefix_len, rows = refs(load(path), a.parts, a.prefix)
         print(f"\n{path}: {size} bytes raw, {a.parts} parts, prefix {a.prefix:.0%} = {prefix_len} memo entries")
-        print("| tail | start | base | memo reads | own | before base, in the prefix: str / other | after the prefix: str (distinct) / other |")
+        print("| tail | start | base | memo reads | own: all (str) | before base, in the prefix: str / other | after the prefix: str (distinct) / other |")
         print("|---:|---:|---:|---:|---:|---:|---:|")
         for k, r in enumerate(rows, 1):
-            print(f"| {k} | {r['start']} | {r['base']} | {r['reads']} | {r['own']} | {r['prefix_str']} / {r['prefix_other']}"
+            print(f"| {k} | {r['start']} | {r['base']} | {r['reads']} | {r['own']} ({r['own_str']}) | {r['prefix_str']} / {r['prefix_other']}"
                   f" | {r['mid_str']} ({len(r['mid_str_ids'])}) / {r['mid_other']} |")
 
 
