@@ -136,16 +136,17 @@ func read(r io.Reader) (*timeline, error) {
 	return tl, nil
 }
 
-// name names a goroutine by the function it started in and the function
-// of this module that created it (the innermost outside the runtime and
-// sync), where there is one.
+// name names a goroutine by the function it started in and the innermost
+// function of this module on the stack that created it, where there is
+// one. A goroutine that was running when the trace started has no start
+// recorded: the main goroutine among them.
 func name(start, creator trace.Stack) string {
 	var fn string
 	for f := range start.Frames() {
 		fn = short(f.Func) // the outermost frame: where it started
 	}
 	if fn == "" {
-		fn = "?"
+		fn = "(running before the trace: main)"
 	}
 	for f := range creator.Frames() {
 		if strings.Contains(f.Func, "vramscope/") {
