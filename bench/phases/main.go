@@ -121,9 +121,10 @@ func analyzePhase(run int, mb float64, path string, sn *snapshot.Snapshot) {
 	})
 }
 
-// phase runs f as one phase, in a trace region of its name. The CPU profile's samples of f, and of the
-// goroutines it starts, carry the label phase=name: go tool pprof
-// -tagfocus phase=analyze shows one phase's, parallel work included.
+// phase runs f as one phase, in a trace region of its name. The CPU
+// profile's samples of f, and of the goroutines it starts, carry the label
+// phase=name: go tool pprof -tagfocus phase=analyze shows one phase's,
+// parallel work included.
 func phase(run int, name string, mb float64, f func() error) {
 	w0, c0 := time.Now(), cpu()
 	var err error

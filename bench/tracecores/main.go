@@ -146,7 +146,7 @@ func name(start, creator trace.Stack) string {
 		fn = short(f.Func) // the outermost frame: where it started
 	}
 	if fn == "" {
-		fn = "(running before the trace: main)"
+		fn = "(running before the trace)"
 	}
 	for f := range creator.Frames() {
 		if strings.Contains(f.Func, "vramscope/") {
@@ -164,15 +164,24 @@ func short(fn string) string {
 	return fn
 }
 
+// print writes the three tables: the regions, the busy cores per slice,
+// the groups.
 func (tl *timeline) print(w io.Writer, slice time.Duration) {
-	ms := func(t trace.Time) float64 { return float64(t-tl.t0) / 1e6 }
-	fmt.Fprintf(w, "trace: %.0f ms, %d goroutine groups\n\n", ms(tl.t1), len(tl.groups))
-	// Regions by name: how many, from the first's start to the last's end,
-	// and their time in all.
+	fmt.Fprintf(w, "trace: %.0f ms, %d goroutine groups\n\n", tl.ms(tl.t1), len(tl.groups))
+	tl.printRegions(w)
+	tl.printSlices(w, slice)
+	tl.printGroups(w)
+}
+
+// ms is t in milliseconds from the trace's start.
+func (tl *timeline) ms(t trace.Time) float64 { return float64(t-tl.t0) / 1e6 }
+
+// printRegions writes the regions by name: how many, from the first's
+// start to the last's end, and their time in all.
+func (tl *timeline) printRegions(w io.Writer) {
 	type regions struct {
-		n          int
-		start, end trace.Time
-		total      trace.Time
+		n                 int
+		start, end, total trace.Time
 	}
 	var names []string
 	byName := map[string]*regions{}
@@ -190,23 +199,18 @@ func (tl *timeline) print(w io.Writer, slice time.Duration) {
 	fmt.Fprintf(w, "| region | count | from ms | to ms | in all ms |\n|---|---:|---:|---:|---:|\n")
 	for _, name := range names {
 		rs := byName[name]
-		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.0f |\n", name, rs.n, ms(rs.start), ms(rs.end), float64(rs.total)/1e6)
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.0f |\n", name, rs.n, tl.ms(rs.start), tl.ms(rs.end), float64(rs.total)/1e6)
 	}
+}
 
-	n := int((tl.t1-tl.t0)/trace.Time(slice)) + 1
-	busy := make([][]float64, n) // slice, group: running ns
+// printSlices writes, per slice, the cores busy in it and the three groups
+// that ran most.
+func (tl *timeline) printSlices(w io.Writer, slice time.Duration) {
+	busy := make([][]float64, int((tl.t1-tl.t0)/trace.Time(slice))+1) // slice, group: running ns
 	for i := range busy {
 		busy[i] = make([]float64, len(tl.groups))
 	}
-	total := make([]float64, len(tl.groups))
-	first := make([]trace.Time, len(tl.groups))
-	last := make([]trace.Time, len(tl.groups))
 	for _, s := range tl.spans {
-		total[s.group] += float64(s.end - s.start)
-		if first[s.group] == 0 || s.start < first[s.group] {
-			first[s.group] = s.start
-		}
-		last[s.group] = max(last[s.group], s.end)
 		for t := s.start; t < s.end; {
 			i := int((t - tl.t0) / trace.Time(slice))
 			end := min(s.end, tl.t0+trace.Time(i+1)*trace.Time(slice))
@@ -214,35 +218,50 @@ func (tl *timeline) print(w io.Writer, slice time.Duration) {
 			t = end
 		}
 	}
-
 	fmt.Fprintf(w, "\n| ms | busy cores | what ran most |\n|---:|---:|---|\n")
 	for i, b := range busy {
 		var sum float64
-		order := make([]int, 0, len(b))
+		var ran []int
 		for g, v := range b {
 			sum += v
 			if v > 0 {
-				order = append(order, g)
+				ran = append(ran, g)
 			}
 		}
-		slices.SortFunc(order, func(x, y int) int { return cmp.Compare(b[y], b[x]) })
+		slices.SortFunc(ran, func(x, y int) int { return cmp.Compare(b[y], b[x]) })
 		var what []string
-		for _, g := range order[:min(3, len(order))] {
+		for _, g := range ran[:min(3, len(ran))] {
 			what = append(what, fmt.Sprintf("%s %.1f", tl.groups[g], b[g]/float64(slice)))
 		}
 		fmt.Fprintf(w, "| %.0f | %.1f | %s |\n", float64(i)*float64(slice)/1e6, sum/float64(slice), strings.Join(what, "; "))
 	}
+}
 
-	order := make([]int, len(tl.groups))
-	for g := range order {
-		order[g] = g
+// printGroups writes each group that ran a millisecond or more, by when it
+// first ran: its first and last running moment and its running time.
+func (tl *timeline) printGroups(w io.Writer) {
+	ran := make([]bool, len(tl.groups))
+	total := make([]trace.Time, len(tl.groups))
+	first := make([]trace.Time, len(tl.groups))
+	last := make([]trace.Time, len(tl.groups))
+	for _, s := range tl.spans {
+		g := s.group
+		if !ran[g] || s.start < first[g] {
+			first[g] = s.start
+		}
+		ran[g] = true
+		total[g] += s.end - s.start
+		last[g] = max(last[g], s.end)
+	}
+	var order []int
+	for g := range tl.groups {
+		if total[g] >= 1e6 {
+			order = append(order, g)
+		}
 	}
 	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(first[x], first[y]) })
 	fmt.Fprintf(w, "\n| group | first ms | last ms | running ms |\n|---|---:|---:|---:|\n")
 	for _, g := range order {
-		if total[g] < 1e6 {
-			continue
-		}
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f |\n", tl.groups[g], ms(first[g]), ms(last[g]), total[g]/1e6)
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f |\n", tl.groups[g], tl.ms(first[g]), tl.ms(last[g]), float64(total[g])/1e6)
 	}
 }
