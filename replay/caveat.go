@@ -101,23 +101,24 @@ func (cc *caveatCounter) add(k CaveatKind, index int, bytes uint64) {
 	c.Bytes += bytes
 }
 
-// mergeRun adds the caveats of the forward pass, which the matcher and
-// the placer count apart, each in event order, to cc's from before it.
-// Each kind's first event is the first of cc's, else the earlier of
-// theirs: what one counter would have held had it counted them all in
-// order.
-func (cc *caveatCounter) mergeRun(match, place *caveatCounter) {
+// mergeRun adds the caveats of the forward pass, which its stages (the
+// matcher, the placer's shards) count apart, each in event order, to cc's
+// from before it. Each kind's first event is the first of cc's, else the
+// earliest of theirs: what one counter would have held had it counted
+// them all in order.
+func (cc *caveatCounter) mergeRun(stages ...*caveatCounter) {
 	for k := range cc {
-		c, m, p := &cc[k], &match[k], &place[k]
-		switch {
-		case c.Count > 0:
-		case m.Count > 0 && (p.Count == 0 || m.Index <= p.Index):
-			c.Index = m.Index
-		case p.Count > 0:
-			c.Index = p.Index
+		c := &cc[k]
+		first := c.Count == 0
+		for _, s := range stages {
+			if s := &s[k]; s.Count > 0 {
+				if first && (c.Count == 0 || s.Index < c.Index) {
+					c.Index = s.Index
+				}
+				c.Count += s.Count
+				c.Bytes += s.Bytes
+			}
 		}
-		c.Count += m.Count + p.Count
-		c.Bytes += m.Bytes + p.Bytes
 	}
 }
 

@@ -1,6 +1,9 @@
 package replay
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/vramscope/vramscope/allocator"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -31,6 +34,14 @@ type layout struct {
 	freeFrom *addrMap[uint64] // free range start -> end
 	freeTo   *addrMap[uint64] // free range end -> start
 	maxSplit uint64
+	// A layout of a sharded forward pass (place.go) keeps the free
+	// ranges of the segments whose owner is shard, of shards; every shard
+	// keeps all segments, numbering their owners alike: a cudaMalloc'd
+	// segment the next in turn, an expandable range that of its pool and
+	// stream, since such ranges merge.
+	shard, shards int
+	turn          int
+	ownerOf       map[ownerKey]int32
 	// pageSeg caches find: slot p%len holds 1 + the index in segs of the
 	// segment last found in 2 MiB page p (0: none). Consecutive events
 	// alternate between the small and large pools' segments, so the
@@ -43,12 +54,79 @@ type layout struct {
 }
 
 func newLayout(segs segmentSet, maxSplit uint64) *layout {
-	return &layout{
+	l := &layout{
 		segs:     segs,
 		freeFrom: newAddrMap[uint64](),
 		freeTo:   newAddrMap[uint64](),
 		maxSplit: maxSplit,
+		shards:   1,
+		ownerOf:  map[ownerKey]int32{},
 	}
+	for i := range l.segs {
+		l.segs[i].owner = l.nextOwner(l.segs[i].segmentInfo)
+	}
+	return l
+}
+
+// ownerKey is what expandable ranges that may merge share.
+type ownerKey struct {
+	pool   snapshot.PoolID
+	stream snapshot.StreamID
+}
+
+// nextOwner is the owner of a new segment of info, of shards numbered
+// without end (shard takes them modulo shards).
+func (l *layout) nextOwner(info segmentInfo) int32 {
+	if info.expandable {
+		k := ownerKey{info.pool, info.stream}
+		o, ok := l.ownerOf[k]
+		if !ok {
+			o = int32(l.turn)
+			l.ownerOf[k] = o
+			l.turn++
+		}
+		return o
+	}
+	l.turn++
+	return int32(l.turn - 1)
+}
+
+// split returns the layouts of n shards of l, which has not run yet: each
+// with all its segments, the free ranges of those it owns and its own
+// cache. With n = 1, l itself.
+func (l *layout) split(n int) []*layout {
+	if n == 1 {
+		return []*layout{l}
+	}
+	ls := make([]*layout, n)
+	for k := range ls {
+		ls[k] = &layout{
+			segs: slices.Clone(l.segs), freeFrom: newAddrMap[uint64](), freeTo: newAddrMap[uint64](),
+			maxSplit: l.maxSplit, shard: k, shards: n, turn: l.turn, ownerOf: maps.Clone(l.ownerOf),
+		}
+	}
+	for start, end := range l.freeFrom.all() {
+		ls[l.ownerAt(start, n)].addFree(start, end)
+	}
+	return ls
+}
+
+// ownerAt is the shard, of n, that owns address addr: that of its
+// segment, or the first if none holds it. It reads no cache.
+func (l *layout) ownerAt(addr uint64, n int) int {
+	if i := l.segs.find(addr); i >= 0 {
+		return int(l.segs[i].owner) % n
+	}
+	return 0
+}
+
+// owns reports whether this shard keeps segment seg's free ranges (seg <
+// 0, no segment: the first shard does).
+func (l *layout) owns(seg int) bool {
+	if seg < 0 {
+		return l.shard == 0
+	}
+	return int(l.segs[seg].owner)%l.shards == l.shard
 }
 
 func (l *layout) addFree(start, end uint64) {
@@ -76,19 +154,19 @@ func (l *layout) freeContaining(addr, size uint64) (start, end uint64, ok bool) 
 	return 0, 0, false
 }
 
-// take carves the block for an allocation of requested bytes at addr out of
-// the free range there. known, when non-zero, is the block size the final
-// snapshot reports for this very allocation. It returns the block size, the
-// segment index, and whether the layout agreed (a free range started at
-// addr).
-func (l *layout) take(addr, requested, known uint64) (size uint64, seg int, ok bool) {
-	seg = l.find(addr)
+// take carves the block for an allocation of requested bytes at addr, in
+// segment seg (find's; -1: none), out of the free range there. known, when
+// non-zero, is the block size the final snapshot reports for this very
+// allocation. It returns the block size, whether the layout agreed (a
+// free range started at addr and held the block) and whether the block
+// came out of a free range at all (carved).
+func (l *layout) take(seg int, addr, requested, known uint64) (size uint64, ok, carved bool) {
 	r := RoundSize(requested)
 	if known != 0 {
 		r = known
 	}
 	if seg < 0 {
-		return r, -1, false
+		return r, false, false
 	}
 	// The free range is shrunk in place: its start is removed here, its end
 	// keeps its key in freeTo.
@@ -97,7 +175,7 @@ func (l *layout) take(addr, requested, known uint64) (size uint64, seg int, ok b
 	if !ok {
 		var found bool
 		if start, end, found = l.freeContaining(addr, allocator.MinBlockSize); !found {
-			return r, seg, false
+			return r, false, false
 		}
 		l.freeFrom.remove(start)
 	}
@@ -116,7 +194,7 @@ func (l *layout) take(addr, requested, known uint64) (size uint64, seg int, ok b
 	} else {
 		l.freeTo.remove(end)
 	}
-	return size, seg, ok
+	return size, ok, true
 }
 
 // find returns the index of the segment containing addr, or -1.
@@ -130,12 +208,11 @@ func (l *layout) find(addr uint64) int {
 	return i
 }
 
-// release returns [addr, addr+size) to the free ranges, merging with free
-// neighbours inside the same segment (never across: two cudaMalloc segments
-// may be adjacent in address space).
-func (l *layout) release(addr, size uint64) {
+// release returns [addr, addr+size), in segment seg (find's), to the free
+// ranges, merging with free neighbours inside the same segment (never
+// across: two cudaMalloc segments may be adjacent in address space).
+func (l *layout) release(seg int, addr, size uint64) {
 	start, end := addr, addr+size
-	seg := l.find(addr)
 	if seg < 0 {
 		return
 	}
@@ -154,28 +231,42 @@ func (l *layout) release(addr, size uint64) {
 }
 
 // applySegment replays a segment event: new ranges are free, removed ranges
-// must be free. It reports whether the event matched the layout.
-func (l *layout) applySegment(e snapshot.Event, info segmentInfo) bool {
+// must be free. The free ranges change in the shard that owns the
+// segment: owned says whether that is this one. ok says whether the event
+// matched the layout (where owned), and clash whether a new range
+// overlaps a segment, which no caveat tells but which one shard's free
+// ranges cannot follow.
+func (l *layout) applySegment(e snapshot.Event, info segmentInfo) (owned, ok, clash bool) {
 	switch e.Action {
 	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
-		l.segs.apply(e, info)
+		clash = l.segs.overlaps(e.Addr, e.Size)
+		i := l.segs.add(e.Addr, e.Size, info, e.Action == snapshot.ActionSegmentMap)
+		if l.segs[i].addr == e.Addr && l.segs[i].size == e.Size {
+			l.segs[i].owner = l.nextOwner(info) // a new segment, not a merged one
+		}
 		clear(l.pageSeg[:]) // indices moved
-		l.release(e.Addr, e.Size)
-		return true
+		seg := l.find(e.Addr)
+		if owned = l.owns(seg); owned {
+			l.release(seg, e.Addr, e.Size)
+		}
+		return owned, true, clash
 	case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
 		okFree := false
-		if start, end, found := l.freeContaining(e.Addr, e.Size); found {
-			okFree = true
-			l.dropFree(start, end)
-			if start < e.Addr {
-				l.addFree(start, e.Addr)
-			}
-			if e.Addr+e.Size < end {
-				l.addFree(e.Addr+e.Size, end)
+		if owned = l.owns(l.segs.find(e.Addr)); owned {
+			if start, end, found := l.freeContaining(e.Addr, e.Size); found {
+				okFree = true
+				l.dropFree(start, end)
+				if start < e.Addr {
+					l.addFree(start, e.Addr)
+				}
+				if e.Addr+e.Size < end {
+					l.addFree(e.Addr+e.Size, end)
+				}
 			}
 		}
 		clear(l.pageSeg[:]) // indices moved
-		return l.segs.apply(e, info) && okFree
+		_, removed := l.segs.remove(e.Addr, e.Size)
+		return owned, removed && okFree, false
 	}
-	return true
+	return true, true, false
 }

@@ -28,6 +28,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"runtime/trace"
 	"slices"
 
@@ -62,15 +63,25 @@ func Device(sn *snapshot.Snapshot, d int) (*Timeline, error) {
 	if tr.Len() >= LiveAtEnd {
 		return nil, fmt.Errorf("replaying device %d: %d events exceed the supported %d", d, tr.Len(), LiveAtEnd-1)
 	}
+	r := replayDevice(sn, d, tr, placerShards(runtime.GOMAXPROCS(0)))
+	if r.inexact {
+		r = replayDevice(sn, d, tr, 1) // place.go
+	}
+	return r.t, nil
+}
+
+// replayDevice replays device d's trace tr, placing its events in shards
+// (place.go).
+func replayDevice(sn *snapshot.Snapshot, d int, tr snapshot.Trace, shards int) *replayer {
 	r := newReplayer(sn, d, tr)
 	// The steps are regions of an execution trace (bench/tracecores).
 	ctx := context.Background()
 	trace.WithRegion(ctx, "replay.scan", r.scan)
 	trace.WithRegion(ctx, "replay.reconstruct", r.reconstruct)
-	trace.WithRegion(ctx, "replay.run", r.run)
+	trace.WithRegion(ctx, "replay.run", func() { r.run(shards) })
 	trace.WithRegion(ctx, "replay.compare", r.compareFinal)
 	r.t.Caveats = r.caveats.list()
-	return r.t, nil
+	return r
 }
 
 // finalBlock is an active block of the final snapshot.
@@ -111,15 +122,18 @@ type replayer struct {
 	hasRequested bool            // free_requested is recorded (not in skip_actions)
 	hasCompleted bool            // free_completed is recorded
 
-	known     []knownSize // ascending index
-	layout    *layout
-	blocks    *addrMap[activeBlock] // address of an active block -> its allocation and requested size
-	fullSizes map[int32]uint64      // the block sizes of full records, for the placer (blockSize)
-	traced    segmentSet            // ranges reserved by events of the trace
-	poolOf    map[snapshot.PoolID]int
-	pools     []Sample // per pool index, running
-	caveats   caveatCounter
-	maxSplit  uint64
+	known  []knownSize // ascending index
+	layout *layout
+	blocks *addrMap[activeBlock] // address of an active block -> its allocation and requested size
+	// sizes is the placer's own map of the active blocks: address -> block
+	// size. It reads no record, which the recorder writes meanwhile.
+	sizes    *addrMap[uint64]
+	traced   segmentSet // ranges reserved by events of the trace
+	poolOf   map[snapshot.PoolID]int
+	pools    []Sample // per pool index, running
+	caveats  caveatCounter
+	maxSplit uint64
+	inexact  bool // the sharded placer could not vouch for its result (place.go)
 }
 
 func newReplayer(sn *snapshot.Snapshot, d int, tr snapshot.Trace) *replayer {
@@ -129,6 +143,7 @@ func newReplayer(sn *snapshot.Snapshot, d int, tr snapshot.Trace) *replayer {
 		t:         &Timeline{Device: d, Trace: tr, sn: sn, Pools: []snapshot.PoolID{{}}},
 		addrIndex: newAddrMap[int32](),
 		blocks:    newAddrMap[activeBlock](),
+		sizes:     newAddrMap[uint64](),
 		poolOf:    map[snapshot.PoolID]int{{}: 0},
 	}
 	r.maxSplit = math.MaxUint64 // max_split_size unset: every block may split
@@ -311,10 +326,8 @@ func (r *replayer) reconstruct() {
 		a := &allocs[i]
 		pool := r.poolIndex(a.Pool)
 		k := r.t.add(a, pool)
-		if r.t.allocs[k].full() {
-			r.keepFullSize(k, a.Size)
-		}
 		r.blocks.set(a.Addr, activeBlock{k, a.Requested})
+		r.sizes.set(a.Addr, a.Size)
 		p := &r.pools[pool]
 		p.Active += int64(a.Size)
 		if a.Free != BeforeRecording {

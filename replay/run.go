@@ -1,6 +1,9 @@
 package replay
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/vramscope/vramscope/allocator"
 	"github.com/vramscope/vramscope/internal/hugepage"
 	"github.com/vramscope/vramscope/snapshot"
@@ -10,10 +13,12 @@ import (
 // goroutines a batch of events apart, each with a few map operations or
 // record updates per event and no allocation. The matcher (match)
 // unpacks the events and keeps the map of active blocks: which allocation
-// each free ends. The placer (place) keeps the allocator's layout: which
-// block each alloc takes, of what size and in which pool, and writes each
-// alloc's record. The accountant (account, on this goroutine) ends the
-// records and sums the usage, whose series the writer (write) codes.
+// each free ends. The placer (place.go, in shards) keeps the allocator's
+// layout: which block each alloc takes, of what size and in which pool.
+// The recorder (record) writes each alloc's record and ends it at its
+// free, and says by how much each event changes the usage, which the
+// accountant (account, on this goroutine) sums and the writer (write)
+// codes.
 // On the 996 MB bench file (11.4 M events) the pass took 0.65 s on one
 // core. On 16 it took 0.6 s of wall time as two goroutines (the matcher
 // and placer one, the accountant with the writer the other), as long as
@@ -21,16 +26,17 @@ import (
 // 1.19-1.28 s instead of 1.22-1.51 (4 runs each, alternating), and no
 // longer on 2 cores (6 pairs side by side, median 0.93 of the old time;
 // bench/RESULTS.md).
-func (r *replayer) run() {
+func (r *replayer) run(shards int) {
 	t := r.t
+	ps := r.placers(shards)
 	n := r.tr.Len()
 	// Hundreds of MB of fresh output on the 996 MB bench file: on huge
 	// pages (newSeries advises its own), replay took 0.60-0.67 s instead
 	// of 0.82-0.90 s (page faults).
 	t.allocated, t.active = newSeries(n, allocator.MinBlockBits), newSeries(n, allocator.MinBlockBits)
 	t.waste = newSeries(n, 0)
-	// The placer writes each traced alloc's record, the accountant its
-	// free and end: records are kept in place, not appended.
+	// The recorder writes each traced alloc's record, and its free and
+	// end: records are kept in place, not appended.
 	initial := len(t.allocs)
 	allocs := make([]allocRecord, initial+r.counts[snapshot.ActionAlloc])
 	hugepage.Advise(allocs)
@@ -44,25 +50,45 @@ func (r *replayer) run() {
 
 	empty := make(chan placedBatch, placedBatches)
 	for range placedBatches {
-		b := placedBatch{events: make([]snapshot.Event, placedBatchLen), words: make([]int64, placedBatchLen)}
+		b := placedBatch{
+			events: make([]snapshot.Event, placedBatchLen), words: make([]int64, placedBatchLen),
+			left: new(atomic.Int32), rares: make([][]rareAlloc, len(ps)),
+			changes: make([]Sample, placedBatchLen), pools: make([]int32, placedBatchLen),
+		}
 		for m := range b.values {
 			b.values[m] = make([]int64, placedBatchLen)
 		}
 		empty <- b
 	}
-	matched, placed := make(chan placedBatch, placedBatches), make(chan placedBatch, placedBatches)
-	var matchCaveats, placeCaveats caveatCounter
+	matched := make([]chan placedBatch, len(ps))
+	placed := make(chan placedBatch, placedBatches)
+	var placing sync.WaitGroup
+	for k, p := range ps {
+		matched[k] = make(chan placedBatch, placedBatches)
+		placing.Go(func() { p.place(matched[k], placed) })
+	}
+	go func() {
+		placing.Wait()
+		close(placed)
+	}()
+	recorded := make(chan placedBatch, placedBatches)
+	var matchCaveats caveatCounter
 	go r.match(n, int32(initial), &matchCaveats, empty, matched)
-	go r.place(int32(initial), len(t.full), &placeCaveats, matched, placed)
+	go r.record(int32(initial), placed, recorded)
 	summed := make(chan placedBatch, placedBatches)
 	written := make(chan struct{})
 	go func() {
 		t.write(summed, empty)
 		close(written)
 	}()
-	r.account(int32(initial), placed, summed)
+	r.account(recorded, summed)
 	<-written
-	r.caveats.mergeRun(&matchCaveats, &placeCaveats)
+	counters := []*caveatCounter{&matchCaveats}
+	for _, p := range ps {
+		counters = append(counters, &p.caveats)
+		r.inexact = r.inexact || p.inexact
+	}
+	r.caveats.mergeRun(counters...)
 }
 
 // The matcher hands the placer, the placer the accountant and so on,
@@ -73,22 +99,29 @@ var placedBatchLen = 1 << 13
 
 const placedBatches = 16
 
-// placedBatch is what the matcher and the placer found for events start..
-// of one batch, with the events, which the matcher unpacks for all three
-// (0.24 s of the accountant's 0.56 s on the 996 MB bench file went to
-// unpacking them again): per event a word, and the allocs whose word could
-// not say everything. The matcher's word is, for an alloc, the allocation
-// it ends at an address still active (-1: none); for a free, freeWord's
-// (-1: no block active at the address). The placer replaces an alloc's
-// with placedAlloc's and gives a segment event's its pool index. The
-// accountant's values are each event's allocated bytes, waste and active
-// bytes, for the writer.
+// placedBatch is what the stages found for events start.. of one batch,
+// with the events, which the matcher unpacks for all (0.24 s of the
+// accountant's 0.56 s on the 996 MB bench file went to unpacking them
+// again): per event a word, and the allocs whose word could not say
+// everything. The matcher's word is, for an alloc, the allocation it ends
+// at an address still active (-1: none); for a free, freeWord's (-1: no
+// block active at the address). The placer replaces an alloc's with
+// placedAlloc's and gives a segment event's its pool index. The
+// recorder's changes and pools are each event's change to the usage and
+// its pool's index (-1: none), the accountant's values each event's
+// allocated bytes, waste and active bytes, for the writer.
 type placedBatch struct {
 	start  int
 	events []snapshot.Event
 	words  []int64
 	rare   []rareAlloc
-	values [3][]int64
+	// left is how many shards of the placer have yet to place the batch,
+	// rares their rare allocs (place.go).
+	left    *atomic.Int32
+	rares   [][]rareAlloc
+	changes []Sample
+	pools   []int32
+	values  [3][]int64
 }
 
 // rareAlloc is an alloc whose block size or pool index does not fit its
@@ -113,8 +146,12 @@ func placedAlloc(size uint64, pool int) int64 {
 // match is the matcher: it unpacks the events, keeps the map of active
 // blocks and sends its words in batches. The next traced alloc is
 // allocation next.
-func (r *replayer) match(n int, next int32, caveats *caveatCounter, empty <-chan placedBatch, matched chan<- placedBatch) {
-	defer close(matched)
+func (r *replayer) match(n int, next int32, caveats *caveatCounter, empty <-chan placedBatch, matched []chan placedBatch) {
+	defer func() {
+		for _, c := range matched {
+			close(c)
+		}
+	}()
 	for start := 0; start < n; start += placedBatchLen {
 		b := <-empty
 		b.start, b.rare = start, b.rare[:0]
@@ -139,7 +176,10 @@ func (r *replayer) match(n int, next int32, caveats *caveatCounter, empty <-chan
 			}
 			b.words[j] = w
 		}
-		matched <- b
+		b.left.Store(int32(len(matched)))
+		for _, c := range matched {
+			c <- b
+		}
 	}
 }
 
@@ -163,84 +203,6 @@ func (r *replayer) matchFree(i int, e *snapshot.Event, ends bool, caveats *cavea
 	return freeWord(b.k, b.requested)
 }
 
-// place is the placer: it replays the matched events on the layout,
-// writes the allocations' records, and passes the batches on with its
-// words. Allocation k is the k-th record: the next traced alloc gets
-// index next; the next full record's Allocation, t.full[nextFull].
-func (r *replayer) place(next int32, nextFull int, caveats *caveatCounter, matched <-chan placedBatch, placed chan<- placedBatch) {
-	defer close(placed)
-	nextSeg, nextKnown := 0, 0
-	for b := range matched {
-		for j := range b.events {
-			i := b.start + j
-			e := &b.events[j]
-			w := &b.words[j]
-			switch e.Action {
-			case snapshot.ActionAlloc:
-				var known uint64
-				if nextKnown < len(r.known) && int(r.known[nextKnown].index) == i {
-					known = r.known[nextKnown].size
-					nextKnown++
-				}
-				*w = r.placeAlloc(i, e, known, next, int32(*w), &nextFull, &b, caveats)
-				next++
-			case snapshot.ActionFreeRequested:
-				if !r.hasCompleted {
-					r.placeFree(e, *w)
-				}
-			case snapshot.ActionFreeCompleted:
-				r.placeFree(e, *w)
-			case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
-				*w = int64(r.placeSegment(i, e, r.t.segInfos[nextSeg], caveats))
-				nextSeg++
-			}
-		}
-		placed <- b
-	}
-}
-
-// placeAlloc places alloc i, allocation k, and writes its record; known
-// is the block size from the final snapshot, or 0, and ended the
-// allocation still active at its address (-1: none). It returns the
-// event's word.
-func (r *replayer) placeAlloc(i int, e *snapshot.Event, known uint64, k, ended int32, nextFull *int, b *placedBatch, caveats *caveatCounter) int64 {
-	if ended >= 0 {
-		r.layout.release(e.Addr, r.blockSize(ended))
-	}
-	size, seg, ok := r.layout.take(e.Addr, e.Size, known)
-	switch {
-	case seg < 0:
-		caveats.add(UnknownAddress, i, size)
-	case !ok:
-		caveats.add(LayoutConflict, i, size)
-	}
-	pool := 0
-	if seg >= 0 {
-		pool = r.poolIndex(r.layout.segs[seg].pool)
-	}
-	rec := newRecord(&Allocation{Size: size, Start: int32(i), Free: LiveAtEnd, End: LiveAtEnd, Origin: Traced}, pool, *nextFull)
-	if rec.full() {
-		*nextFull++
-		r.keepFullSize(k, size)
-	}
-	r.t.allocs[k] = rec
-	w := placedAlloc(size, pool)
-	if w < 0 || ended >= 0 {
-		w = -1
-		b.rare = append(b.rare, rareAlloc{index: i, size: size, pool: pool, ended: ended})
-	}
-	return w
-}
-
-// placeFree gives the block a free ends, whose matcher's word is w (-1:
-// none), back to the layout.
-func (r *replayer) placeFree(e *snapshot.Event, w int64) {
-	if w >= 0 {
-		k, _ := freed(w)
-		r.layout.release(e.Addr, r.blockSize(k))
-	}
-}
-
 // A free's word holds the allocation it frees and that allocation's
 // requested size, which the accountant would otherwise read from the
 // alloc event, far back in the trace: a cache miss and an unpacking per
@@ -256,33 +218,12 @@ func freeWord(k int32, requested uint64) int64 {
 // in a free's word.
 func freed(w int64) (k int32, requested uint64) { return int32(w), uint64(w >> 32) }
 
-// placeSegment places a segment event with the info of the range it
-// creates (for releases, the segment's own info is used), and returns the
-// pool index.
-func (r *replayer) placeSegment(i int, e *snapshot.Event, info segmentInfo, caveats *caveatCounter) int {
-	if e.Action == snapshot.ActionSegmentFree || e.Action == snapshot.ActionSegmentUnmap {
-		if s := r.layout.find(e.Addr); s >= 0 {
-			info = r.layout.segs[s].segmentInfo
-		}
-		if _, ok := r.traced.remove(e.Addr, e.Size); !ok {
-			caveats.add(SegmentsBeforeRecording, i, e.Size)
-		}
-	} else {
-		r.traced.add(e.Addr, e.Size, info, e.Action == snapshot.ActionSegmentMap)
-	}
-	if !r.layout.applySegment(*e, info) {
-		caveats.add(LayoutConflict, i, e.Size)
-	}
-	return r.poolIndex(info.pool)
-}
-
-// account is the accountant: it turns the placer's batches into the
-// records' ends, the usage, the pool steps and the peaks, and hands each
-// batch with its values to the writer. The next traced alloc is
-// allocation next, whose record the placer wrote.
-func (r *replayer) account(next int32, placed <-chan placedBatch, summed chan<- placedBatch) {
+// record is the recorder: it writes each alloc's record, ends the records
+// at their frees, and notes each event's change to the usage and its
+// pool's index. The next traced alloc is allocation next.
+func (r *replayer) record(next int32, placed <-chan placedBatch, recorded chan<- placedBatch) {
 	t := r.t
-	cur := t.Initial
+	defer close(recorded)
 	for b := range placed {
 		rare := b.rare
 		for j, w := range b.words {
@@ -302,13 +243,15 @@ func (r *replayer) account(next int32, placed <-chan placedBatch, summed chan<- 
 					size, p = ra.size, ra.pool
 				}
 				pool = p
-				if t.allocs[next].full() {
+				rec := newRecord(&Allocation{Size: size, Start: int32(i), Free: LiveAtEnd, End: LiveAtEnd, Origin: Traced}, pool, len(t.full))
+				if rec.full() {
 					t.full = append(t.full, Allocation{
 						Addr: e.Addr, Size: size, Requested: e.Size, Pool: t.Pools[pool],
 						Start: int32(i), Free: LiveAtEnd, End: LiveAtEnd,
 						Stack: e.Stack, Stream: e.Stream, Origin: Traced,
 					})
 				}
+				t.allocs[next] = rec
 				next++
 				d.Allocated += int64(size)
 				d.Requested += int64(e.Size)
@@ -335,7 +278,23 @@ func (r *replayer) account(next int32, placed <-chan placedBatch, summed chan<- 
 				d.Reserved -= int64(e.Size)
 				pool = int(w)
 			}
-			if pool >= 0 {
+			b.changes[j], b.pools[j] = d, int32(pool)
+		}
+		recorded <- b
+	}
+}
+
+// account is the accountant: it sums the recorder's changes into the
+// usage, the pool steps and the peaks, and hands each batch with its
+// values to the writer.
+func (r *replayer) account(recorded <-chan placedBatch, summed chan<- placedBatch) {
+	t := r.t
+	cur := t.Initial
+	for b := range recorded {
+		for j := range b.words {
+			i := b.start + j
+			if pool := int(b.pools[j]); pool >= 0 {
+				d := b.changes[j]
 				cur.add(d)
 				// The default pool is not followed: it is the total minus the
 				// private pools.
@@ -350,7 +309,7 @@ func (r *replayer) account(next int32, placed <-chan placedBatch, summed chan<- 
 				if d.Allocated > 0 || d.Requested > 0 || d.Active > 0 || d.Reserved > 0 {
 					for m := range t.peaks {
 						if v := cur.get(Metric(m)); v > t.peaks[m].Bytes {
-							t.peaks[m] = Peak{Index: i, TimeUS: e.TimeUS, Bytes: v}
+							t.peaks[m] = Peak{Index: i, TimeUS: b.events[j].TimeUS, Bytes: v}
 						}
 					}
 				}
@@ -417,24 +376,6 @@ func (r *replayer) recordPool(rec *allocRecord) int {
 type activeBlock struct {
 	k         int32
 	requested uint64
-}
-
-// blockSize is the block size of allocation k, as the placer knows it:
-// its record's, or for a full record the copy keepFullSize made, as
-// Timeline.full grows on the accountant's goroutine meanwhile.
-func (r *replayer) blockSize(k int32) uint64 {
-	if rec := &r.t.allocs[k]; !rec.full() {
-		return uint64(rec.units()) << allocator.MinBlockBits
-	}
-	return r.fullSizes[k]
-}
-
-// keepFullSize notes the block size of allocation k, whose record is full.
-func (r *replayer) keepFullSize(k int32, size uint64) {
-	if r.fullSizes == nil {
-		r.fullSizes = map[int32]uint64{}
-	}
-	r.fullSizes[k] = size
 }
 
 // compareFinal checks the replayed end state against the final snapshot,

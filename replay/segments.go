@@ -23,6 +23,7 @@ type segmentInfo struct {
 type segment struct {
 	addr, size uint64
 	segmentInfo
+	owner int32 // which shard of the forward pass keeps its free ranges (layout.nextOwner)
 }
 
 func (s *segment) end() uint64 { return s.addr + s.size }
@@ -95,6 +96,12 @@ func (ss *segmentSet) add(addr, size uint64, info segmentInfo, merge bool) int {
 	return i
 }
 
+// overlaps reports whether [addr, addr+size) overlaps a segment.
+func (ss segmentSet) overlaps(addr, size uint64) bool {
+	i := ss.insertAt(addr)
+	return i > 0 && ss[i-1].end() > addr || i < len(ss) && ss[i].addr < addr+size
+}
+
 // remove releases [addr, addr+size), which must lie inside one segment: the
 // segment shrinks, disappears, or (an unmap in the middle of a mapped range)
 // splits in two. It returns the affected segment's info and false when no
@@ -108,10 +115,10 @@ func (ss *segmentSet) remove(addr, size uint64) (segmentInfo, bool) {
 	seg := s[i]
 	var keep []segment
 	if seg.addr < addr {
-		keep = append(keep, segment{addr: seg.addr, size: addr - seg.addr, segmentInfo: seg.segmentInfo})
+		keep = append(keep, segment{addr: seg.addr, size: addr - seg.addr, segmentInfo: seg.segmentInfo, owner: seg.owner})
 	}
 	if end := addr + size; end < seg.end() {
-		keep = append(keep, segment{addr: end, size: seg.end() - end, segmentInfo: seg.segmentInfo})
+		keep = append(keep, segment{addr: end, size: seg.end() - end, segmentInfo: seg.segmentInfo, owner: seg.owner})
 	}
 	*ss = slices.Replace(s, i, i+1, keep...)
 	return seg.segmentInfo, true

@@ -1,0 +1,79 @@
+package replay
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/internal/testutil"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// The placer in shards gives the timeline one placer gives, on every
+// GPU-made snapshot (those of the allocator what-if too, whose traces the
+// layout does not always follow), in batches of every length: exactly,
+// or it says it was not exact and Device replays with one.
+func TestShardedPlacer(t *testing.T) {
+	paths := testutil.Fixtures(t)
+	more, _ := filepath.Glob(filepath.Join("..", "testdata", "allocsim", "out", "*", "*.pickle.gz"))
+	paths = append(paths, more...)
+	snaps := map[string]*snapshot.Snapshot{
+		"inconsistent": inconsistentTrace(3),
+		"steps":        stepTrace(3000),
+	}
+	for _, path := range paths {
+		snaps[strings.TrimPrefix(path, "../")] = testutil.Snapshot(t, path)
+	}
+	exact := map[string]bool{}
+	batchLen := placedBatchLen
+	defer func() { placedBatchLen = batchLen }()
+	for name, sn := range snaps {
+		for d := range sn.Devices() {
+			var tr snapshot.Trace
+			if d < len(sn.Traces) {
+				tr = sn.Traces[d]
+			}
+			placedBatchLen = batchLen
+			one := replayDevice(sn, d, tr, 1)
+			if one.inexact {
+				t.Fatalf("%s: one placer says it was not exact", name)
+			}
+			for _, shards := range []int{2, 3, 4} {
+				for _, n := range []int{batchLen, 7} {
+					placedBatchLen = n
+					got := replayDevice(sn, d, tr, shards)
+					exact[name] = !got.inexact
+					if got.inexact {
+						continue
+					}
+					if !reflect.DeepEqual(got.t, one.t) {
+						t.Errorf("%s device %d: %d shards, batches of %d, give another timeline", name, d, shards, n)
+					}
+				}
+			}
+		}
+	}
+	// Where the layout follows the trace the shards vouch for their work;
+	// where it does not, they do not.
+	for name, want := range map[string]bool{
+		"testdata/scenarios/out/bench_source/bench_source.pickle.gz": true,
+		"inconsistent": false,
+		"steps":        true,
+		"testdata/allocsim/out/weight_update/roundup4.pickle.gz": true, // blocks taken from inside free ranges
+	} {
+		if exact[name] != want {
+			t.Errorf("%s: exact %v, want %v", name, exact[name], want)
+		}
+	}
+	n := 0
+	for _, e := range exact {
+		if e {
+			n++
+		}
+	}
+	if len(more) < 40 {
+		t.Errorf("found %d allocator what-if snapshots, want the 40+ in the repository", len(more))
+	}
+	t.Logf("%d of %d snapshots exact in shards", n, len(exact))
+}
