@@ -3,6 +3,7 @@ package breakdown
 import (
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -42,6 +43,9 @@ type Options struct {
 	// Source reads class names of forward frames from the source files
 	// where they exist on this machine; nil: file and line only.
 	Source *callsite.Source
+	// Cores is how many cores ReadEvents reads the events on at most; 0:
+	// every core.
+	Cores int
 }
 
 // Breakdown is one device timeline's blocks, labelled.
@@ -245,7 +249,11 @@ func (ev *Events) scan() {
 		paramSizes, workspaces []uint64
 	}
 	ev.phases = make([]phase, ev.tr.Len())
-	bounds := parallel.Ranges(ev.tr.Len(), rangeLen)
+	cores := ev.opts.Cores
+	if cores <= 0 {
+		cores = runtime.GOMAXPROCS(0)
+	}
+	bounds := parallel.RangesOn(ev.tr.Len(), rangeLen, cores)
 	parts := make([]part, len(bounds)-1)
 	parallel.Do(bounds, func(p, lo, hi int) {
 		out := &parts[p]

@@ -12,8 +12,12 @@ import (
 // Ranges cuts [0, n) into consecutive ranges of at least minLen items
 // (one range if n is smaller), at most one per core. Range p is
 // [bounds[p], bounds[p+1]).
-func Ranges(n, minLen int) (bounds []int) {
-	parts := max(1, min(runtime.GOMAXPROCS(0), n/max(minLen, 1)))
+func Ranges(n, minLen int) (bounds []int) { return RangesOn(n, minLen, runtime.GOMAXPROCS(0)) }
+
+// RangesOn is Ranges on at most cores cores: a pass that runs beside
+// another leaves it the rest.
+func RangesOn(n, minLen, cores int) (bounds []int) {
+	parts := max(1, min(cores, n/max(minLen, 1)))
 	bounds = make([]int, parts+1)
 	for p := range bounds {
 		bounds[p] = p * n / parts

@@ -23,6 +23,13 @@ func TestRanges(t *testing.T) {
 			t.Errorf("Ranges(%d, %d) = %v, want %v", c.n, c.minLen, got, c.want)
 		}
 	}
+	// On fewer cores than GOMAXPROCS: as many ranges as cores at most.
+	if got, want := RangesOn(100, 10, 2), []int{0, 50, 100}; !slices.Equal(got, want) {
+		t.Errorf("RangesOn(100, 10, 2) = %v, want %v", got, want)
+	}
+	if got, want := RangesOn(100, 10, 0), []int{0, 100}; !slices.Equal(got, want) {
+		t.Errorf("RangesOn(100, 10, 0) = %v, want %v", got, want)
+	}
 }
 
 // Every item is visited once, by the range that holds it.
