@@ -10,10 +10,11 @@ import "github.com/vramscope/vramscope/snapshot"
 // segment event, so all know the same segments and owners. Free ranges
 // never span segments and a block lives in one, so in a trace the layout
 // follows the shards do what one placer would. Where it does not follow
-// (a block outside every segment, an event at odds with the layout, a new
-// segment over another, a block whose segment changed under it), one
-// placer would read what another shard holds: the shards then say they
-// were not exact, and the replay runs again with one.
+// (a block outside every segment or taken from no free range, a segment
+// event at odds with the layout, a new segment over another, a block
+// whose segment changed under it), one placer might read what another
+// shard holds: the shards then say they were not exact, and the replay
+// runs again with one.
 
 // placerShards is how many shards place the events on procs cores: one
 // for each 4, up to 4, since each reads every event and the other stages
