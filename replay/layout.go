@@ -36,9 +36,12 @@ type layout struct {
 	maxSplit uint64
 	// A layout of a sharded forward pass (place.go) keeps the free
 	// ranges of the segments whose owner is shard, of shards; every shard
-	// keeps all segments, numbering their owners alike: a cudaMalloc'd
-	// segment the next in turn, an expandable range that of its pool and
-	// stream, since such ranges merge.
+	// keeps all segments, giving their owners alike: a cudaMalloc'd
+	// segment the next shard in turn, an expandable range that of its
+	// pool and stream, since such ranges merge. A segment holds its
+	// owner's number, not a count to take modulo shards: the router reads
+	// it for every block event, and a division per event in the shards'
+	// owns took over a quarter of their CPU time in a 16-core profile.
 	shard, shards int
 	turn          int
 	ownerOf       map[ownerKey]int32
@@ -53,13 +56,15 @@ type layout struct {
 	pageSeg [1024]int32
 }
 
-func newLayout(segs segmentSet, maxSplit uint64) *layout {
+// newLayout returns the layout of segs, whose owners are of shards
+// (split then makes their layouts).
+func newLayout(segs segmentSet, maxSplit uint64, shards int) *layout {
 	l := &layout{
 		segs:     segs,
 		freeFrom: newAddrMap[uint64](),
 		freeTo:   newAddrMap[uint64](),
 		maxSplit: maxSplit,
-		shards:   1,
+		shards:   shards,
 		ownerOf:  map[ownerKey]int32{},
 	}
 	for i := range l.segs {
@@ -74,48 +79,55 @@ type ownerKey struct {
 	stream snapshot.StreamID
 }
 
-// nextOwner is the owner of a new segment of info, of shards numbered
-// without end (shard takes them modulo shards).
+// nextOwner is the owner of a new segment of info.
 func (l *layout) nextOwner(info segmentInfo) int32 {
 	if info.expandable {
 		k := ownerKey{info.pool, info.stream}
 		o, ok := l.ownerOf[k]
 		if !ok {
-			o = int32(l.turn)
+			o = int32(l.turn % l.shards)
 			l.ownerOf[k] = o
 			l.turn++
 		}
 		return o
 	}
 	l.turn++
-	return int32(l.turn - 1)
+	return int32((l.turn - 1) % l.shards)
 }
 
-// split returns the layouts of n shards of l, which has not run yet: each
-// with all its segments, the free ranges of those it owns and its own
-// cache. With n = 1, l itself.
-func (l *layout) split(n int) []*layout {
+// split returns the layouts of the shards of l, which has not run yet:
+// each with all its segments, the free ranges of those it owns and its
+// own cache. With one shard, l itself.
+func (l *layout) split() []*layout {
+	n := l.shards
 	if n == 1 {
 		return []*layout{l}
 	}
 	ls := make([]*layout, n)
 	for k := range ls {
-		ls[k] = &layout{
-			segs: slices.Clone(l.segs), freeFrom: newAddrMap[uint64](), freeTo: newAddrMap[uint64](),
-			maxSplit: l.maxSplit, shard: k, shards: n, turn: l.turn, ownerOf: maps.Clone(l.ownerOf),
-		}
+		ls[k] = l.clone(k)
 	}
 	for start, end := range l.freeFrom.all() {
-		ls[l.ownerAt(start, n)].addFree(start, end)
+		ls[l.ownerAt(start)].addFree(start, end)
 	}
 	return ls
 }
 
-// ownerAt is the shard, of n, that owns address addr: that of its
-// segment, or the first if none holds it. It reads no cache.
-func (l *layout) ownerAt(addr uint64, n int) int {
+// clone is a layout of l's segments for shard, without free ranges: split's
+// shards, and with shard -1 one that owns no segment but follows them
+// all (the router, place.go).
+func (l *layout) clone(shard int) *layout {
+	return &layout{
+		segs: slices.Clone(l.segs), freeFrom: newAddrMap[uint64](), freeTo: newAddrMap[uint64](),
+		maxSplit: l.maxSplit, shard: shard, shards: l.shards, turn: l.turn, ownerOf: maps.Clone(l.ownerOf),
+	}
+}
+
+// ownerAt is the shard that owns address addr: that of its segment, or
+// the first if none holds it. It reads no cache.
+func (l *layout) ownerAt(addr uint64) int {
 	if i := l.segs.find(addr); i >= 0 {
-		return int(l.segs[i].owner) % n
+		return int(l.segs[i].owner)
 	}
 	return 0
 }
@@ -126,7 +138,7 @@ func (l *layout) owns(seg int) bool {
 	if seg < 0 {
 		return l.shard == 0
 	}
-	return int(l.segs[seg].owner)%l.shards == l.shard
+	return int(l.segs[seg].owner) == l.shard
 }
 
 func (l *layout) addFree(start, end uint64) {

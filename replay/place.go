@@ -6,8 +6,9 @@ import "github.com/vramscope/vramscope/snapshot"
 // on the free ranges an event) held the forward pass back at one busy core
 // on 16 (bench/RESULTS.md). It is sharded: each shard keeps the free
 // ranges of the segments it owns (layout.owns) and the sizes of the blocks
-// placed in them, and places their events; every shard follows every
-// segment event, so all know the same segments and owners. Free ranges
+// placed in them, and places their events, which a router (route) lists
+// for it; the router and every shard follow every segment event, so all
+// know the same segments and owners. Free ranges
 // never span segments and a block lives in one, so in a trace the layout
 // follows the shards do what one placer would. Where it does not follow
 // (a block outside every segment or taken from no free range, a segment
@@ -17,9 +18,8 @@ import "github.com/vramscope/vramscope/snapshot"
 // runs again with one.
 
 // placerShards is how many shards place the events on procs cores: one
-// for each 4, up to 4, since each reads every event and the other stages
-// of the forward pass take about as long as a quarter of the placer's
-// work.
+// for each 4, up to 4. More would not help: the shard of a trace's
+// busiest segment holds the pass back (route).
 func placerShards(procs int) int { return max(1, min(4, procs/4)) }
 
 // A placer is one shard of the placer.
@@ -31,13 +31,17 @@ type placer struct {
 	// inexact says that the shard met what one placer would have done
 	// with another shard's free ranges or blocks.
 	inexact bool
+	// The next segment event's index in segInfos, and the next alloc's of
+	// a known size in known.
+	nextSeg, nextKnown int
 }
 
 // placers returns the shards of the placer, their layouts and block
 // sizes split from the ones reconstruct made.
-func (r *replayer) placers(n int) []*placer {
+func (r *replayer) placers() []*placer {
+	n := r.layout.shards
 	ps := make([]*placer, n)
-	for k, l := range r.layout.split(n) {
+	for k, l := range r.layout.split() {
 		ps[k] = &placer{r: r, layout: l, sizes: r.sizes}
 		if n > 1 {
 			ps[k].sizes = newAddrMap[uint64]()
@@ -45,7 +49,7 @@ func (r *replayer) placers(n int) []*placer {
 	}
 	if n > 1 {
 		for addr, size := range r.sizes.all() {
-			ps[r.layout.ownerAt(addr, n)].sizes.set(addr, size)
+			ps[r.layout.ownerAt(addr)].sizes.set(addr, size)
 		}
 	}
 	r.layout = ps[0].layout // every shard's segments are all of them (compareFinal)
@@ -54,39 +58,24 @@ func (r *replayer) placers(n int) []*placer {
 
 // place replays the matched events of the shard's segments on its layout,
 // writing their words and its rare allocs; the last shard to finish a
-// batch passes it on.
+// batch passes it on. One placer reads every event; shards read the ones
+// the router listed for them.
 func (p *placer) place(matched <-chan placedBatch, placed chan<- placedBatch) {
 	r, l := p.r, p.layout
-	nextSeg, nextKnown := 0, 0
 	for b := range matched {
 		rare := b.rares[l.shard][:0]
-		for j := range b.events {
-			i := b.start + j
-			e := &b.events[j]
-			w := &b.words[j]
-			switch e.Action {
-			case snapshot.ActionAlloc:
-				var known uint64
-				if nextKnown < len(r.known) && int(r.known[nextKnown].index) == i {
-					known = r.known[nextKnown].size
-					nextKnown++
+		if b.routes == nil {
+			for j := range b.events {
+				e := &b.events[j]
+				seg := -1
+				if r.placed(e.Action) {
+					seg = l.find(e.Addr)
 				}
-				seg := l.find(e.Addr)
-				if !l.owns(seg) {
-					continue
-				}
-				*w = p.placeAlloc(i, e, seg, known, int32(*w), &rare)
-			case snapshot.ActionFreeRequested:
-				if !r.hasCompleted {
-					p.placeFree(e, *w)
-				}
-			case snapshot.ActionFreeCompleted:
-				p.placeFree(e, *w)
-			case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
-				if pool, owned := p.placeSegment(i, e, r.t.segInfos[nextSeg]); owned {
-					*w = int64(pool)
-				}
-				nextSeg++
+				p.placeEvent(b.start+j, e, &b.words[j], seg, &rare)
+			}
+		} else {
+			for _, x := range b.routes[l.shard] {
+				p.placeEvent(b.start+int(x.j), &b.events[x.j], &b.words[x.j], int(x.seg), &rare)
 			}
 		}
 		b.rares[l.shard] = rare
@@ -95,6 +84,90 @@ func (p *placer) place(matched <-chan placedBatch, placed chan<- placedBatch) {
 			placed <- b
 		}
 	}
+}
+
+// placeEvent places event i, e, whose word is w, in the shard: an alloc or
+// free in segment seg (-1: none), which the shard owns, or a segment event.
+func (p *placer) placeEvent(i int, e *snapshot.Event, w *int64, seg int, rare *[]rareAlloc) {
+	r := p.r
+	switch e.Action {
+	case snapshot.ActionAlloc:
+		for p.nextKnown < len(r.known) && int(r.known[p.nextKnown].index) < i {
+			p.nextKnown++ // an alloc of another shard's
+		}
+		var known uint64
+		if p.nextKnown < len(r.known) && int(r.known[p.nextKnown].index) == i {
+			known = r.known[p.nextKnown].size
+			p.nextKnown++
+		}
+		*w = p.placeAlloc(i, e, seg, known, int32(*w), rare)
+	case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted:
+		if r.placed(e.Action) {
+			p.placeFree(e, *w, seg)
+		}
+	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
+		if pool, owned := p.placeSegment(i, e, r.t.segInfos[p.nextSeg]); owned {
+			*w = int64(pool)
+		}
+		p.nextSeg++
+	}
+}
+
+// placed reports whether the placer places a block event of action a: an
+// alloc, or the free that ends the block.
+func (r *replayer) placed(a snapshot.Action) bool {
+	return a == snapshot.ActionAlloc || a == snapshot.ActionFreeCompleted || a == snapshot.ActionFreeRequested && !r.hasCompleted
+}
+
+// routedEvent is an event of a batch a shard places: its index in the
+// batch and, for an alloc or a free, its segment (-1: none).
+type routedEvent struct{ j, seg int32 }
+
+// route is the router of a placer in shards. A shard read every event,
+// found its segment and skipped those of others' segments: on 16 cores
+// the shard of the bench file's busiest segment (a 2 MiB one of the small
+// pool with 37% of its allocs and frees) was then at one whole core throughout the
+// forward pass (bench/RESULTS.md). The router follows the segments on l,
+// which owns none, as each shard does, and lists for each shard the
+// block events in its segments and every segment event.
+func (r *replayer) route(l *layout, matched <-chan placedBatch, routed []chan placedBatch) {
+	defer func() {
+		for _, c := range routed {
+			close(c)
+		}
+	}()
+	nextSeg := 0
+	for b := range matched {
+		for k := range b.routes {
+			b.routes[k] = b.routes[k][:0]
+		}
+		for j := range b.events {
+			e := &b.events[j]
+			switch {
+			case r.placed(e.Action):
+				seg := l.find(e.Addr)
+				owner := 0
+				if seg >= 0 {
+					owner = int(l.segs[seg].owner)
+				}
+				b.routes[owner] = append(b.routes[owner], routedEvent{int32(j), int32(seg)})
+			case isSegmentEvent(e.Action):
+				l.applySegment(*e, r.t.segInfos[nextSeg])
+				nextSeg++
+				for k := range b.routes {
+					b.routes[k] = append(b.routes[k], routedEvent{int32(j), -1})
+				}
+			}
+		}
+		for _, c := range routed {
+			c <- b
+		}
+	}
+}
+
+// isSegmentEvent reports whether a reserves or releases device memory.
+func isSegmentEvent(a snapshot.Action) bool {
+	return a == snapshot.ActionSegmentAlloc || a == snapshot.ActionSegmentFree || a == snapshot.ActionSegmentMap || a == snapshot.ActionSegmentUnmap
 }
 
 // mergeRare appends the shards' rare allocs to dst in event order.
@@ -160,16 +233,12 @@ func (p *placer) pool(seg int) int {
 }
 
 // placeFree gives the block a free ends, whose matcher's word is w (-1:
-// none), back to the layout, if it lies in a segment the shard owns.
-func (p *placer) placeFree(e *snapshot.Event, w int64) {
+// none), back to the layout: to segment seg, which the shard owns.
+func (p *placer) placeFree(e *snapshot.Event, w int64, seg int) {
 	if w < 0 {
 		return
 	}
 	l := p.layout
-	seg := l.find(e.Addr)
-	if !l.owns(seg) {
-		return
-	}
 	size, ok := p.sizes.remove(e.Addr)
 	p.unsure(!ok)
 	l.release(seg, e.Addr, size)

@@ -63,22 +63,25 @@ func Device(sn *snapshot.Snapshot, d int) (*Timeline, error) {
 	if tr.Len() >= LiveAtEnd {
 		return nil, fmt.Errorf("replaying device %d: %d events exceed the supported %d", d, tr.Len(), LiveAtEnd-1)
 	}
-	r := replayDevice(sn, d, tr, placerShards(runtime.GOMAXPROCS(0)))
+	st := stagesOn(runtime.GOMAXPROCS(0))
+	r := replayDevice(sn, d, tr, st)
 	if r.inexact {
-		r = replayDevice(sn, d, tr, 1) // place.go
+		st.shards = 1
+		r = replayDevice(sn, d, tr, st) // place.go
 	}
 	return r.t, nil
 }
 
-// replayDevice replays device d's trace tr, placing its events in shards
-// (place.go).
-func replayDevice(sn *snapshot.Snapshot, d int, tr snapshot.Trace, shards int) *replayer {
+// replayDevice replays device d's trace tr in a forward pass of stages
+// st (run.go).
+func replayDevice(sn *snapshot.Snapshot, d int, tr snapshot.Trace, st stages) *replayer {
 	r := newReplayer(sn, d, tr)
+	r.shards = st.shards
 	// The steps are regions of an execution trace (bench/tracecores).
 	ctx := context.Background()
 	trace.WithRegion(ctx, "replay.scan", r.scan)
 	trace.WithRegion(ctx, "replay.reconstruct", r.reconstruct)
-	trace.WithRegion(ctx, "replay.run", func() { r.run(shards) })
+	trace.WithRegion(ctx, "replay.run", func() { r.run(st) })
 	trace.WithRegion(ctx, "replay.compare", r.compareFinal)
 	r.t.Caveats = r.caveats.list()
 	return r
@@ -133,6 +136,7 @@ type replayer struct {
 	pools    []Sample // per pool index, running
 	caveats  caveatCounter
 	maxSplit uint64
+	shards   int  // of the placer (place.go)
 	inexact  bool // the sharded placer could not vouch for its result (place.go)
 }
 
@@ -297,7 +301,7 @@ func (r *replayer) reconstruct() {
 	r.reconstructSegments()
 	allocs := r.initialBlocks()
 	r.inferSizes(allocs)
-	r.layout = newLayout(slices.Clone(r.t.initialSegs), r.maxSplit)
+	r.layout = newLayout(slices.Clone(r.t.initialSegs), r.maxSplit, r.shards)
 
 	// Free ranges: each initial segment minus its live blocks.
 	k := 0

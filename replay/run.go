@@ -11,14 +11,14 @@ import (
 
 // run is step 3: one forward pass over the events, in a pipeline of
 // goroutines a batch of events apart, each with a few map operations or
-// record updates per event and no allocation. The matcher (match)
-// unpacks the events and keeps the map of active blocks: which allocation
-// each free ends. The placer (place.go, in shards) keeps the allocator's
-// layout: which block each alloc takes, of what size and in which pool.
-// The recorder (record) writes each alloc's record and ends it at its
-// free, and says by how much each event changes the usage, which the
-// accountant (account, on this goroutine) sums and the writer (write)
-// codes.
+// record updates per event and no allocation. Unpackers unpack the
+// events. The matcher (match) keeps the map of active blocks: which
+// allocation each free ends. The placer (place.go, in shards) keeps the
+// allocator's layout: which block each alloc takes, of what size and in
+// which pool. The recorder (open, then record) writes each alloc's record
+// and ends it at its free, and says by how much each event changes the
+// usage, which the accountant (account, on this goroutine) sums and the
+// writers (write) code.
 // On the 996 MB bench file (11.4 M events) the pass took 0.65 s on one
 // core. On 16 it took 0.6 s of wall time as two goroutines (the matcher
 // and placer one, the accountant with the writer the other), as long as
@@ -26,9 +26,9 @@ import (
 // 1.19-1.28 s instead of 1.22-1.51 (4 runs each, alternating), and no
 // longer on 2 cores (6 pairs side by side, median 0.93 of the old time;
 // bench/RESULTS.md).
-func (r *replayer) run(shards int) {
+func (r *replayer) run(st stages) {
 	t := r.t
-	ps := r.placers(shards)
+	ps := r.placers()
 	n := r.tr.Len()
 	// Hundreds of MB of fresh output on the 996 MB bench file: on huge
 	// pages (newSeries advises its own), replay took 0.60-0.67 s instead
@@ -52,13 +52,36 @@ func (r *replayer) run(shards int) {
 	for range placedBatches {
 		b := placedBatch{
 			events: make([]snapshot.Event, placedBatchLen), words: make([]int64, placedBatchLen),
-			left: new(atomic.Int32), rares: make([][]rareAlloc, len(ps)),
+			unpacked: make(chan struct{}, 1),
+			left:     new(atomic.Int32), rares: make([][]rareAlloc, len(ps)),
 			changes: make([]Sample, placedBatchLen), pools: make([]int32, placedBatchLen),
+		}
+		if len(ps) > 1 {
+			b.routes = make([][]routedEvent, len(ps))
 		}
 		for m := range b.values {
 			b.values[m] = make([]int64, placedBatchLen)
 		}
 		empty <- b
+	}
+	toUnpack, unpacking := make(chan placedBatch, placedBatches), make(chan placedBatch, placedBatches)
+	go func() {
+		defer close(toUnpack)
+		defer close(unpacking)
+		for start := 0; start < n; start += placedBatchLen {
+			b := <-empty
+			b.start, b.events = start, b.events[:min(placedBatchLen, n-start)]
+			toUnpack <- b
+			unpacking <- b
+		}
+	}()
+	for range st.unpackers {
+		go func() {
+			for b := range toUnpack {
+				r.tr.Events(b.events, b.start)
+				b.unpacked <- struct{}{}
+			}
+		}()
 	}
 	matched := make([]chan placedBatch, len(ps))
 	placed := make(chan placedBatch, placedBatches)
@@ -71,24 +94,49 @@ func (r *replayer) run(shards int) {
 		placing.Wait()
 		close(placed)
 	}()
-	recorded := make(chan placedBatch, placedBatches)
+	opened, recorded := make(chan placedBatch, placedBatches), make(chan placedBatch, placedBatches)
 	var matchCaveats caveatCounter
-	go r.match(n, int32(initial), &matchCaveats, empty, matched)
-	go r.record(int32(initial), placed, recorded)
-	summed := make(chan placedBatch, placedBatches)
-	written := make(chan struct{})
-	go func() {
-		t.write(summed, empty)
-		close(written)
-	}()
+	if len(ps) > 1 {
+		toRoute := make(chan placedBatch, placedBatches)
+		go r.route(r.layout.clone(-1), toRoute, matched)
+		go r.match(int32(initial), &matchCaveats, unpacking, []chan placedBatch{toRoute}, len(ps))
+	} else {
+		go r.match(int32(initial), &matchCaveats, unpacking, matched, len(ps))
+	}
+	go r.open(int32(initial), placed, opened)
+	go r.record(opened, recorded)
+	summed := make([]chan placedBatch, st.writers)
+	var writing sync.WaitGroup
+	for w := range summed {
+		summed[w] = make(chan placedBatch, placedBatches)
+		writing.Go(func() { t.write(w, len(summed), summed[w], empty) })
+	}
 	r.account(recorded, summed)
-	<-written
+	writing.Wait()
 	counters := []*caveatCounter{&matchCaveats}
 	for _, p := range ps {
 		counters = append(counters, &p.caveats)
 		r.inexact = r.inexact || p.inexact
 	}
 	r.caveats.mergeRun(counters...)
+}
+
+// stages is how many goroutines the forward pass gives the stages it
+// splits: the placer's shards (place.go), the matcher's unpackers of the
+// events and the writers of the series.
+type stages struct{ shards, unpackers, writers int }
+
+// stagesOn is the forward pass's stages on procs cores. On 16 the
+// matcher, the recorder, the writer and each shard each took 240-300 ms
+// of CPU time of a 440-500 ms pass on the 996 MB bench file: the
+// matcher's unpacking and the writer's three series, which need no order,
+// run apart from 8 cores up (bench/RESULTS.md).
+func stagesOn(procs int) stages {
+	s := stages{shards: placerShards(procs), unpackers: 1, writers: 1}
+	if procs >= 8 {
+		s.unpackers, s.writers = 2, 3
+	}
+	return s
 }
 
 // The matcher hands the placer, the placer the accountant and so on,
@@ -113,11 +161,16 @@ const placedBatches = 16
 type placedBatch struct {
 	start  int
 	events []snapshot.Event
-	words  []int64
-	rare   []rareAlloc
-	// left is how many shards of the placer have yet to place the batch,
-	// rares their rare allocs (place.go).
+	// unpacked gets a value once an unpacker has filled events.
+	unpacked chan struct{}
+	words    []int64
+	rare     []rareAlloc
+	// left is how many goroutines of a split stage have yet to handle
+	// the batch: the placer's shards, then the writers; routes are the
+	// events the router gives each shard, rares the shards' rare allocs
+	// (place.go).
 	left    *atomic.Int32
+	routes  [][]routedEvent
 	rares   [][]rareAlloc
 	changes []Sample
 	pools   []int32
@@ -143,19 +196,19 @@ func placedAlloc(size uint64, pool int) int64 {
 	return int64(size)<<16 | int64(pool)
 }
 
-// match is the matcher: it unpacks the events, keeps the map of active
-// blocks and sends its words in batches. The next traced alloc is
-// allocation next.
-func (r *replayer) match(n int, next int32, caveats *caveatCounter, empty <-chan placedBatch, matched []chan placedBatch) {
+// match is the matcher: it keeps the map of active blocks and sends its
+// words in batches, once their events are unpacked. The next traced
+// alloc is allocation next.
+func (r *replayer) match(next int32, caveats *caveatCounter, unpacking <-chan placedBatch, matched []chan placedBatch, shards int) {
 	defer func() {
 		for _, c := range matched {
 			close(c)
 		}
 	}()
-	for start := 0; start < n; start += placedBatchLen {
-		b := <-empty
-		b.start, b.rare = start, b.rare[:0]
-		b.events = r.tr.Events(b.events[:cap(b.events)], start)
+	for b := range unpacking {
+		<-b.unpacked
+		start := b.start
+		b.rare = b.rare[:0]
 		b.words = b.words[:len(b.events)]
 		for j := range b.events {
 			e := &b.events[j]
@@ -176,7 +229,7 @@ func (r *replayer) match(n int, next int32, caveats *caveatCounter, empty <-chan
 			}
 			b.words[j] = w
 		}
-		b.left.Store(int32(len(matched)))
+		b.left.Store(int32(shards))
 		for _, c := range matched {
 			c <- b
 		}
@@ -218,13 +271,58 @@ func freeWord(k int32, requested uint64) int64 {
 // in a free's word.
 func freed(w int64) (k int32, requested uint64) { return int32(w), uint64(w >> 32) }
 
-// record is the recorder: it writes each alloc's record, ends the records
-// at their frees, and notes each event's change to the usage and its
-// pool's index. The next traced alloc is allocation next.
-func (r *replayer) record(next int32, placed <-chan placedBatch, recorded chan<- placedBatch) {
+// open is the recorder's first half: it writes each traced alloc's
+// record, records being kept in place, not appended. The next traced
+// alloc is allocation next. Apart from record, which ends the records
+// and reads them at random, the writes of fresh records kept the
+// recorder alone at one whole core on 16 (bench/RESULTS.md).
+func (r *replayer) open(next int32, placed <-chan placedBatch, opened chan<- placedBatch) {
+	t := r.t
+	defer close(opened)
+	full := len(t.full) // record appends the full records' Allocations in this order
+	for b := range placed {
+		rare := b.rare
+		for j, w := range b.words {
+			if b.events[j].Action != snapshot.ActionAlloc {
+				continue
+			}
+			size, pool, _ := allocPlaced(w, &rare)
+			rec := newTraced(size, b.start+j, pool, full)
+			if rec.full() {
+				full++
+			}
+			t.allocs[next] = rec
+			next++
+		}
+		opened <- b
+	}
+}
+
+// allocPlaced is the block size and pool index an alloc's word w says,
+// or those of the next of rare, which it then takes, if w is -1.
+func allocPlaced(w int64, rare *[]rareAlloc) (size uint64, pool int, ra *rareAlloc) {
+	if w >= 0 {
+		return uint64(w >> 16), int(w & (1<<16 - 1)), nil
+	}
+	ra = &(*rare)[0]
+	*rare = (*rare)[1:]
+	return ra.size, ra.pool, ra
+}
+
+// newTraced is the record of a traced alloc at event i, whose block has
+// size bytes in pool.
+func newTraced(size uint64, i, pool, nextFull int) allocRecord {
+	return newRecord(&Allocation{Size: size, Start: int32(i), Free: LiveAtEnd, End: LiveAtEnd, Origin: Traced}, pool, nextFull)
+}
+
+// record is the recorder's second half: it ends the records at their
+// frees, keeps the full records' Allocations, and notes each event's
+// change to the usage and its pool's index. open has written the
+// records of a batch's allocs before record sees it.
+func (r *replayer) record(opened <-chan placedBatch, recorded chan<- placedBatch) {
 	t := r.t
 	defer close(recorded)
-	for b := range placed {
+	for b := range opened {
 		rare := b.rare
 		for j, w := range b.words {
 			i := b.start + j
@@ -233,26 +331,18 @@ func (r *replayer) record(next int32, placed <-chan placedBatch, recorded chan<-
 			pool := -1
 			switch e.Action {
 			case snapshot.ActionAlloc:
-				size, p := uint64(w>>16), int(w&(1<<16-1))
-				if w < 0 {
-					ra := &rare[0]
-					rare = rare[1:]
-					if ra.ended >= 0 {
-						r.endRecord(ra.ended, i, t.requested(&t.allocs[ra.ended]), &d)
-					}
-					size, p = ra.size, ra.pool
+				size, p, ra := allocPlaced(w, &rare)
+				if ra != nil && ra.ended >= 0 {
+					r.endRecord(ra.ended, i, t.requested(&t.allocs[ra.ended]), &d)
 				}
 				pool = p
-				rec := newRecord(&Allocation{Size: size, Start: int32(i), Free: LiveAtEnd, End: LiveAtEnd, Origin: Traced}, pool, len(t.full))
-				if rec.full() {
+				if rec := newTraced(size, i, pool, len(t.full)); rec.full() {
 					t.full = append(t.full, Allocation{
 						Addr: e.Addr, Size: size, Requested: e.Size, Pool: t.Pools[pool],
 						Start: int32(i), Free: LiveAtEnd, End: LiveAtEnd,
 						Stack: e.Stack, Stream: e.Stream, Origin: Traced,
 					})
 				}
-				t.allocs[next] = rec
-				next++
 				d.Allocated += int64(size)
 				d.Requested += int64(e.Size)
 				d.Active += int64(size)
@@ -287,7 +377,7 @@ func (r *replayer) record(next int32, placed <-chan placedBatch, recorded chan<-
 // account is the accountant: it sums the recorder's changes into the
 // usage, the pool steps and the peaks, and hands each batch with its
 // values to the writer.
-func (r *replayer) account(recorded <-chan placedBatch, summed chan<- placedBatch) {
+func (r *replayer) account(recorded <-chan placedBatch, summed []chan placedBatch) {
 	t := r.t
 	cur := t.Initial
 	for b := range recorded {
@@ -316,17 +406,26 @@ func (r *replayer) account(recorded <-chan placedBatch, summed chan<- placedBatc
 			}
 			b.values[0][j], b.values[1][j], b.values[2][j] = cur.Allocated, cur.Allocated-cur.Requested, cur.Active
 		}
-		summed <- b
+		b.left.Store(int32(len(summed)))
+		for _, c := range summed {
+			c <- b
+		}
 	}
-	close(summed)
+	for _, c := range summed {
+		close(c)
+	}
 }
 
-// write is the writer: it codes the values of each batch into the
-// series and hands the batch back to the matcher.
-func (t *Timeline) write(summed <-chan placedBatch, empty chan<- placedBatch) {
+// write is writer w of writers: it codes the values of each batch into
+// the series whose index is w modulo writers; the last writer done with a
+// batch hands it back.
+func (t *Timeline) write(w, writers int, summed <-chan placedBatch, empty chan<- placedBatch) {
 	n := t.Len()
 	for b := range summed {
 		for m, s := range []*series{&t.allocated, &t.waste, &t.active} {
+			if m%writers != w {
+				continue
+			}
 			for j, v := range b.values[m][:len(b.words)] {
 				// put, inlined, takes the values of real traces; set, out
 				// of line, any value.
@@ -339,7 +438,9 @@ func (t *Timeline) write(summed <-chan placedBatch, empty chan<- placedBatch) {
 				}
 			}
 		}
-		empty <- b
+		if b.left.Add(-1) == 0 {
+			empty <- b
+		}
 	}
 }
 

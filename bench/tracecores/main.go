@@ -5,9 +5,10 @@
 // function that started it, with the function of ours that created it:
 // the stages of a split decode and of the replay's pipeline each show as
 // one. Where a slice has fewer busy cores than the process may use, a stage
-// holds the rest back.
+// holds the rest back. With -each every goroutine is a group of its own
+// (its name then ends in its id): the shards of a split stage apart.
 //
-//	go run ./bench/tracecores [-slice 20ms] t.out
+//	go run ./bench/tracecores [-slice 20ms] [-each] t.out
 package main
 
 import (
@@ -25,9 +26,10 @@ import (
 
 func main() {
 	slice := flag.Duration("slice", 20*time.Millisecond, "length of a row's time slice")
+	each := flag.Bool("each", false, "a group per goroutine")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: tracecores [-slice D] TRACE")
+		fmt.Fprintln(os.Stderr, "usage: tracecores [-slice D] [-each] TRACE")
 		os.Exit(1)
 	}
 	f, err := os.Open(flag.Arg(0))
@@ -36,7 +38,7 @@ func main() {
 		os.Exit(2)
 	}
 	defer f.Close()
-	tl, err := read(f)
+	tl, err := read(f, *each)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", flag.Arg(0), err)
 		os.Exit(2)
@@ -63,7 +65,8 @@ type timeline struct {
 	regions []region
 }
 
-func read(r io.Reader) (*timeline, error) {
+// read reads the trace in r; with each, a goroutine is a group of its own.
+func read(r io.Reader, each bool) (*timeline, error) {
 	rd, err := trace.NewReader(r)
 	if err != nil {
 		return nil, err
@@ -117,7 +120,11 @@ func read(r io.Reader) (*timeline, error) {
 			from, to := st.Goroutine()
 			if from == trace.GoNotExist || from == trace.GoUndetermined {
 				if _, ok := goGroup[id]; !ok {
-					goGroup[id] = group(name(st.Stack, e.Stack()))
+					n := name(st.Stack, e.Stack())
+					if each {
+						n += fmt.Sprintf(" #%d", id)
+					}
+					goGroup[id] = group(n)
 				}
 			}
 			if !from.Executing() && to.Executing() {

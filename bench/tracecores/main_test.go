@@ -28,7 +28,7 @@ func stage(d time.Duration) {
 
 // A trace of a region in which two goroutines, started by a function of
 // this module, keep two cores busy reads back as that region, that group
-// and about that running time.
+// and about that running time; with -each, as two groups.
 func TestRead(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: spins two cores for 100 ms; the full go test ./... (.ci/run) runs it")
@@ -40,7 +40,8 @@ func TestRead(t *testing.T) {
 	trace.WithRegion(context.Background(), "stage", func() { stage(50 * time.Millisecond) })
 	trace.Stop()
 
-	tl, err := read(&buf)
+	raw := buf.Bytes()
+	tl, err := read(bytes.NewReader(raw), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,5 +72,19 @@ func TestRead(t *testing.T) {
 	tl.print(&out, 20*time.Millisecond)
 	if !strings.Contains(out.String(), "| stage | 1 |") || !strings.Contains(out.String(), want) {
 		t.Errorf("printed:\n%s", out.String())
+	}
+
+	each, err := read(bytes.NewReader(raw), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range each.groups {
+		if strings.HasPrefix(g, want+" #") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("with each, %d groups named %q #id, want 2: %q", n, want, each.groups)
 	}
 }
