@@ -36,15 +36,15 @@ type layout struct {
 	maxSplit uint64
 	// A layout of a sharded forward pass (place.go) keeps the free
 	// ranges of the segments whose owner is shard, of shards; every shard
-	// keeps all segments, giving their owners alike: a cudaMalloc'd
-	// segment the next shard in turn, an expandable range that of its
-	// pool and stream, since such ranges merge. A segment holds its
-	// owner's number, not a count to take modulo shards: the router reads
-	// it for every block event, and a division per event in the shards'
-	// owns took over a quarter of their CPU time in a 16-core profile.
+	// keeps all segments and their owners, which the router gives (the
+	// segments before the trace take turns: turn is the next one's). A
+	// segment holds its owner's number, not a count to take modulo
+	// shards: the router reads it for every block event, and a division
+	// per event in the shards' owns took over a quarter of their CPU time
+	// in a 16-core profile.
 	shard, shards int
 	turn          int
-	ownerOf       map[ownerKey]int32
+	ownerOf       map[ownerKey]int32 // the owners of expandable ranges (newOwner)
 	// pageSeg caches find: slot p%len holds 1 + the index in segs of the
 	// segment last found in 2 MiB page p (0: none). Consecutive events
 	// alternate between the small and large pools' segments, so the
@@ -79,20 +79,30 @@ type ownerKey struct {
 	stream snapshot.StreamID
 }
 
-// nextOwner is the owner of a new segment of info.
+// nextOwner is the owner of a segment of info before the trace: the next
+// shard in turn, or for an expandable range that of its pool and stream,
+// since such ranges merge.
 func (l *layout) nextOwner(info segmentInfo) int32 {
-	if info.expandable {
-		k := ownerKey{info.pool, info.stream}
-		o, ok := l.ownerOf[k]
-		if !ok {
-			o = int32(l.turn % l.shards)
-			l.ownerOf[k] = o
-			l.turn++
-		}
-		return o
+	return l.newOwner(info, func() int32 {
+		l.turn++
+		return int32((l.turn - 1) % l.shards)
+	})
+}
+
+// newOwner is the owner of a new segment of info: that of the expandable
+// ranges of its pool and stream if it is one and they have one, else
+// next's.
+func (l *layout) newOwner(info segmentInfo, next func() int32) int32 {
+	if !info.expandable {
+		return next()
 	}
-	l.turn++
-	return int32((l.turn - 1) % l.shards)
+	k := ownerKey{info.pool, info.stream}
+	o, ok := l.ownerOf[k]
+	if !ok {
+		o = next()
+		l.ownerOf[k] = o
+	}
+	return o
 }
 
 // split returns the layouts of the shards of l, which has not run yet:
@@ -243,18 +253,19 @@ func (l *layout) release(seg int, addr, size uint64) {
 }
 
 // applySegment replays a segment event: new ranges are free, removed ranges
-// must be free. The free ranges change in the shard that owns the
+// must be free, and a new segment (not a range merged into one) goes to
+// shard owner. The free ranges change in the shard that owns the
 // segment: owned says whether that is this one. ok says whether the event
 // matched the layout (where owned), and clash whether a new range
 // overlaps a segment, which no caveat tells but which one shard's free
 // ranges cannot follow.
-func (l *layout) applySegment(e snapshot.Event, info segmentInfo) (owned, ok, clash bool) {
+func (l *layout) applySegment(e snapshot.Event, info segmentInfo, owner int32) (owned, ok, clash bool) {
 	switch e.Action {
 	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 		clash = l.segs.overlaps(e.Addr, e.Size)
 		i := l.segs.add(e.Addr, e.Size, info, e.Action == snapshot.ActionSegmentMap)
 		if l.segs[i].addr == e.Addr && l.segs[i].size == e.Size {
-			l.segs[i].owner = l.nextOwner(info) // a new segment, not a merged one
+			l.segs[i].owner = owner
 		}
 		clear(l.pageSeg[:]) // indices moved
 		seg := l.find(e.Addr)

@@ -1,6 +1,10 @@
 package replay
 
-import "github.com/vramscope/vramscope/snapshot"
+import (
+	"slices"
+
+	"github.com/vramscope/vramscope/snapshot"
+)
 
 // The placer's work (the allocator's layout: three or four map operations
 // on the free ranges an event) held the forward pass back at one busy core
@@ -67,15 +71,15 @@ func (p *placer) place(matched <-chan placedBatch, placed chan<- placedBatch) {
 		if b.routes == nil {
 			for j := range b.events {
 				e := &b.events[j]
-				seg := -1
+				arg := 0 // the owner of a new segment: the one placer
 				if r.placed(e.Action) {
-					seg = l.find(e.Addr)
+					arg = l.find(e.Addr)
 				}
-				p.placeEvent(b.start+j, e, &b.words[j], seg, &rare)
+				p.placeEvent(b.start+j, e, &b.words[j], arg, &rare)
 			}
 		} else {
 			for _, x := range b.routes[l.shard] {
-				p.placeEvent(b.start+int(x.j), &b.events[x.j], &b.words[x.j], int(x.seg), &rare)
+				p.placeEvent(b.start+int(x.j), &b.events[x.j], &b.words[x.j], int(x.arg), &rare)
 			}
 		}
 		b.rares[l.shard] = rare
@@ -87,8 +91,9 @@ func (p *placer) place(matched <-chan placedBatch, placed chan<- placedBatch) {
 }
 
 // placeEvent places event i, e, whose word is w, in the shard: an alloc or
-// free in segment seg (-1: none), which the shard owns, or a segment event.
-func (p *placer) placeEvent(i int, e *snapshot.Event, w *int64, seg int, rare *[]rareAlloc) {
+// free in segment arg (-1: none), which the shard owns, or a segment event
+// whose new segment, if it makes one, goes to shard arg.
+func (p *placer) placeEvent(i int, e *snapshot.Event, w *int64, arg int, rare *[]rareAlloc) {
 	r := p.r
 	switch e.Action {
 	case snapshot.ActionAlloc:
@@ -100,13 +105,13 @@ func (p *placer) placeEvent(i int, e *snapshot.Event, w *int64, seg int, rare *[
 			known = r.known[p.nextKnown].size
 			p.nextKnown++
 		}
-		*w = p.placeAlloc(i, e, seg, known, int32(*w), rare)
+		*w = p.placeAlloc(i, e, arg, known, int32(*w), rare)
 	case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted:
 		if r.placed(e.Action) {
-			p.placeFree(e, *w, seg)
+			p.placeFree(e, *w, arg)
 		}
 	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
-		if pool, owned := p.placeSegment(i, e, r.t.segInfos[p.nextSeg]); owned {
+		if pool, owned := p.placeSegment(i, e, r.t.segInfos[p.nextSeg], int32(arg)); owned {
 			*w = int64(pool)
 		}
 		p.nextSeg++
@@ -120,16 +125,22 @@ func (r *replayer) placed(a snapshot.Action) bool {
 }
 
 // routedEvent is an event of a batch a shard places: its index in the
-// batch and, for an alloc or a free, its segment (-1: none).
-type routedEvent struct{ j, seg int32 }
+// batch and placeEvent's arg, for an alloc or a free its segment (-1:
+// none), for a segment event the shard a new segment goes to.
+type routedEvent struct{ j, arg int32 }
 
 // route is the router of a placer in shards. A shard read every event,
 // found its segment and skipped those of others' segments: on 16 cores
 // the shard of the bench file's busiest segment (a 2 MiB one of the small
-// pool with 37% of its allocs and frees) was then at one whole core throughout the
-// forward pass (bench/RESULTS.md). The router follows the segments on l,
-// which owns none, as each shard does, and lists for each shard the
-// block events in its segments and every segment event.
+// pool with 37% of its allocs and frees) was then at one whole core
+// throughout the forward pass (bench/RESULTS.md). The router follows the
+// segments on l, which owns none, as each shard does, and lists for each
+// shard the block events in its segments and every segment event.
+//
+// It also gives each new segment its owner: the shard with the fewest
+// block events so far. Taking turns, one shard of the bench seed's four
+// held 58% of its allocs and frees; so, 39%, where its busiest segment
+// alone has 37%.
 func (r *replayer) route(l *layout, matched <-chan placedBatch, routed []chan placedBatch) {
 	defer func() {
 		for _, c := range routed {
@@ -137,6 +148,8 @@ func (r *replayer) route(l *layout, matched <-chan placedBatch, routed []chan pl
 		}
 	}()
 	nextSeg := 0
+	load := make([]int, l.shards) // block events routed to each shard
+	leastLoaded := func() int32 { return int32(slices.Index(load, slices.Min(load))) }
 	for b := range matched {
 		for k := range b.routes {
 			b.routes[k] = b.routes[k][:0]
@@ -150,12 +163,18 @@ func (r *replayer) route(l *layout, matched <-chan placedBatch, routed []chan pl
 				if seg >= 0 {
 					owner = int(l.segs[seg].owner)
 				}
+				load[owner]++
 				b.routes[owner] = append(b.routes[owner], routedEvent{int32(j), int32(seg)})
 			case isSegmentEvent(e.Action):
-				l.applySegment(*e, r.t.segInfos[nextSeg])
+				info := r.t.segInfos[nextSeg]
 				nextSeg++
+				owner := int32(-1) // a release makes no segment
+				if e.Action == snapshot.ActionSegmentAlloc || e.Action == snapshot.ActionSegmentMap {
+					owner = l.newOwner(info, leastLoaded)
+				}
+				l.applySegment(*e, info, owner)
 				for k := range b.routes {
-					b.routes[k] = append(b.routes[k], routedEvent{int32(j), -1})
+					b.routes[k] = append(b.routes[k], routedEvent{int32(j), owner})
 				}
 			}
 		}
@@ -163,6 +182,7 @@ func (r *replayer) route(l *layout, matched <-chan placedBatch, routed []chan pl
 			c <- b
 		}
 	}
+	r.routed = load
 }
 
 // isSegmentEvent reports whether a reserves or releases device memory.
@@ -245,10 +265,11 @@ func (p *placer) placeFree(e *snapshot.Event, w int64, seg int) {
 }
 
 // placeSegment places a segment event with the info of the range it
-// creates (for releases, the segment's own info is used), and returns the
-// pool index and whether the shard owns the segment. The first shard
+// creates (for releases, the segment's own info is used), a new segment
+// going to shard owner, and returns the pool index and whether the shard
+// owns the segment. The first shard
 // follows the ranges the trace reserved.
-func (p *placer) placeSegment(i int, e *snapshot.Event, info segmentInfo) (pool int, owned bool) {
+func (p *placer) placeSegment(i int, e *snapshot.Event, info segmentInfo, owner int32) (pool int, owned bool) {
 	l := p.layout
 	if e.Action == snapshot.ActionSegmentFree || e.Action == snapshot.ActionSegmentUnmap {
 		if s := l.find(e.Addr); s >= 0 {
@@ -262,7 +283,7 @@ func (p *placer) placeSegment(i int, e *snapshot.Event, info segmentInfo) (pool 
 	} else if l.shard == 0 {
 		p.r.traced.add(e.Addr, e.Size, info, e.Action == snapshot.ActionSegmentMap)
 	}
-	owned, ok, clash := l.applySegment(*e, info)
+	owned, ok, clash := l.applySegment(*e, info, owner)
 	if owned && !ok {
 		p.caveats.add(LayoutConflict, i, e.Size)
 	}

@@ -80,3 +80,26 @@ func TestShardedPlacer(t *testing.T) {
 	}
 	t.Logf("%d of %d snapshots exact in shards", n, len(exact))
 }
+
+// The router gives new segments to the shard with the fewest block events
+// so far: on the bench seed, whose busiest segment has 37% of the allocs
+// and frees, no shard of four places more than 40% of them (taking turns,
+// one placed 58%).
+func TestRouterBalance(t *testing.T) {
+	sn := testutil.Snapshot(t, "../testdata/scenarios/out/bench_source/bench_source.pickle.gz")
+	r := replayDevice(sn, 0, sn.Traces[0], stages{4, 1, 1})
+	if r.inexact {
+		t.Fatal("not exact in shards")
+	}
+	total, most := 0, 0
+	for _, n := range r.routed {
+		total += n
+		most = max(most, n)
+	}
+	if len(r.routed) != 4 || total == 0 {
+		t.Fatalf("routed %v, want block events for 4 shards", r.routed)
+	}
+	if share := float64(most) / float64(total); share > 0.40 || share < 0.37 {
+		t.Errorf("the busiest shard placed %.3f of %d block events (%v), want 0.37-0.40", share, total, r.routed)
+	}
+}

@@ -136,8 +136,9 @@ type replayer struct {
 	pools    []Sample // per pool index, running
 	caveats  caveatCounter
 	maxSplit uint64
-	shards   int  // of the placer (place.go)
-	inexact  bool // the sharded placer could not vouch for its result (place.go)
+	shards   int   // of the placer (place.go)
+	routed   []int // block events the router gave each shard
+	inexact  bool  // the sharded placer could not vouch for its result (place.go)
 }
 
 func newReplayer(sn *snapshot.Snapshot, d int, tr snapshot.Trace) *replayer {
