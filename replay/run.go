@@ -127,10 +127,12 @@ func (r *replayer) run(st stages) {
 type stages struct{ shards, unpackers, writers int }
 
 // stagesOn is the forward pass's stages on procs cores. On 16 the
-// matcher, the recorder, the writer and each shard each took 240-300 ms
-// of CPU time of a 440-500 ms pass on the 996 MB bench file: the
-// matcher's unpacking and the writer's three series, which need no order,
-// run apart from 8 cores up (bench/RESULTS.md).
+// matcher (unpacking the events), the recorder and the writer each took
+// 249-288 ms of CPU time of a 342-392 ms pass on the 996 MB bench file.
+// With the unpacking (which needs no order), the fresh records and the
+// three series apart, they take 156-197 ms, about as long as the busiest
+// of the shards the router feeds (bench/RESULTS.md). Below 8 cores the
+// extra goroutines would only take turns on the same cores.
 func stagesOn(procs int) stages {
 	s := stages{shards: placerShards(procs), unpackers: 1, writers: 1}
 	if procs >= 8 {
