@@ -69,13 +69,14 @@ func (p *placer) place(matched <-chan placedBatch, placed chan<- placedBatch) {
 	for b := range matched {
 		rare := b.rares[l.shard][:0]
 		if b.routes == nil {
+			// The events the router would list, found so.
 			for j := range b.events {
-				e := &b.events[j]
-				arg := 0 // the owner of a new segment: the one placer
-				if r.placed(e.Action) {
-					arg = l.find(e.Addr)
+				switch e := &b.events[j]; {
+				case r.placed(e.Action):
+					p.placeEvent(b.start+j, e, &b.words[j], l.find(e.Addr), &rare)
+				case isSegmentEvent(e.Action):
+					p.placeEvent(b.start+j, e, &b.words[j], 0, &rare) // a new segment's owner: the one placer
 				}
-				p.placeEvent(b.start+j, e, &b.words[j], arg, &rare)
 			}
 		} else {
 			for _, x := range b.routes[l.shard] {
@@ -91,8 +92,9 @@ func (p *placer) place(matched <-chan placedBatch, placed chan<- placedBatch) {
 }
 
 // placeEvent places event i, e, whose word is w, in the shard: an alloc or
-// free in segment arg (-1: none), which the shard owns, or a segment event
-// whose new segment, if it makes one, goes to shard arg.
+// a free the placer places (placed) in segment arg (-1: none), which the
+// shard owns, or a segment event whose new segment, if it makes one, goes
+// to shard arg.
 func (p *placer) placeEvent(i int, e *snapshot.Event, w *int64, arg int, rare *[]rareAlloc) {
 	r := p.r
 	switch e.Action {
@@ -107,9 +109,7 @@ func (p *placer) placeEvent(i int, e *snapshot.Event, w *int64, arg int, rare *[
 		}
 		*w = p.placeAlloc(i, e, arg, known, int32(*w), rare)
 	case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted:
-		if r.placed(e.Action) {
-			p.placeFree(e, *w, arg)
-		}
+		p.placeFree(e, *w, arg)
 	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
 		if pool, owned := p.placeSegment(i, e, r.t.segInfos[p.nextSeg], int32(arg)); owned {
 			*w = int64(pool)
@@ -178,6 +178,7 @@ func (r *replayer) route(l *layout, matched <-chan placedBatch, routed []chan pl
 				}
 			}
 		}
+		b.left.Store(int32(len(routed)))
 		for _, c := range routed {
 			c <- b
 		}

@@ -99,9 +99,9 @@ func (r *replayer) run(st stages) {
 	if len(ps) > 1 {
 		toRoute := make(chan placedBatch, placedBatches)
 		go r.route(r.layout.clone(-1), toRoute, matched)
-		go r.match(int32(initial), &matchCaveats, unpacking, []chan placedBatch{toRoute}, len(ps))
+		go r.match(int32(initial), &matchCaveats, unpacking, []chan placedBatch{toRoute})
 	} else {
-		go r.match(int32(initial), &matchCaveats, unpacking, matched, len(ps))
+		go r.match(int32(initial), &matchCaveats, unpacking, matched)
 	}
 	go r.open(int32(initial), placed, opened)
 	go r.record(opened, recorded)
@@ -168,7 +168,8 @@ type placedBatch struct {
 	words    []int64
 	rare     []rareAlloc
 	// left is how many goroutines of a split stage have yet to handle
-	// the batch: the placer's shards, then the writers; routes are the
+	// the batch (the stage before it sets it): the placer's shards, then
+	// the writers; routes are the
 	// events the router gives each shard, rares the shards' rare allocs
 	// (place.go).
 	left    *atomic.Int32
@@ -201,7 +202,7 @@ func placedAlloc(size uint64, pool int) int64 {
 // match is the matcher: it keeps the map of active blocks and sends its
 // words in batches, once their events are unpacked. The next traced
 // alloc is allocation next.
-func (r *replayer) match(next int32, caveats *caveatCounter, unpacking <-chan placedBatch, matched []chan placedBatch, shards int) {
+func (r *replayer) match(next int32, caveats *caveatCounter, unpacking <-chan placedBatch, matched []chan placedBatch) {
 	defer func() {
 		for _, c := range matched {
 			close(c)
@@ -231,7 +232,7 @@ func (r *replayer) match(next int32, caveats *caveatCounter, unpacking <-chan pl
 			}
 			b.words[j] = w
 		}
-		b.left.Store(int32(shards))
+		b.left.Store(int32(len(matched)))
 		for _, c := range matched {
 			c <- b
 		}
