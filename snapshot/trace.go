@@ -81,17 +81,21 @@ func isBlockEvent(a Action) bool {
 	return a == ActionAlloc || a == ActionFreeRequested || a == ActionFreeCompleted
 }
 
-// pack packs e, keeping it in a.wide if it does not fit.
-func (a *eventArena) pack(e Event) packedEvent {
+// pack packs e into p, keeping it in a.wide if it does not fit. It
+// writes p's words in place: a packedEvent built apart and then copied
+// into the chunk was read back before its halves' stores had landed,
+// which stalled each push (BenchmarkPush: 33-38 ns an event, against
+// 14-21 ns in place).
+func (a *eventArena) pack(p *packedEvent, e Event) {
 	epoch := (uint64(e.TimeUS) - a.timeBase) >> 32
 	if e.Addr>>packAddrBits|e.Size>>packSizeBits|uint64(e.Stream)/packStreams|uint64(e.Stack)/packStacks|epoch/packEpochs == 0 &&
 		e.Action < packWide {
-		p := packedEvent{timeLo: uint32(e.TimeUS)}
 		p.setAddr(e.Addr | uint64(e.Stream)<<packStreamBits | uint64(e.Action)<<packActionBits | epoch<<packEpochBits)
 		p.setSize(e.Size | uint64(e.Stack)<<packSizeBits)
-		return p
+		p.timeLo = uint32(e.TimeUS)
+		return
 	}
-	return a.packWide(e)
+	*p = a.packWide(e)
 }
 
 func (a *eventArena) packWide(e Event) packedEvent {
@@ -185,7 +189,13 @@ func (a *eventArena) push(e Event, c Context) int {
 	if i == 0 {
 		a.timeBase = uint64(e.TimeUS) &^ (1<<32 - 1)
 	}
-	a.chunks[k] = append(a.chunks[k], a.pack(e))
+	ch := a.chunks[k]
+	if len(ch) == cap(ch) { // the first chunk, growing
+		ch = append(ch, packedEvent{})[:len(ch)]
+	}
+	ch = ch[:len(ch)+1]
+	a.pack(&ch[len(ch)-1], e)
+	a.chunks[k] = ch
 	if !isBlockEvent(e.Action) {
 		a.others = append(a.others, i)
 	}
