@@ -47,23 +47,30 @@ func BenchmarkMemoReads(b *testing.B) {
 // to its end, as a stretch's walker does before the tails start: what
 // each byte costs a split decode besides decoding it.
 func BenchmarkWalk(b *testing.B) {
-	f, err := os.Open("../../testdata/scenarios/out/bench_source/bench_source.pickle.gz")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		b.Fatal(err)
-	}
+	raw := gunzipFile(b, "../../testdata/scenarios/out/bench_source/bench_source.pickle.gz")
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
 		if _, err := NewDecoder(bytes.NewReader(raw), nopSink{}, DefaultLimits).Walk(math.MaxInt64); !errors.Is(err, ErrNoSplit) {
 			b.Fatalf("walk ended with %v, want ErrNoSplit at the end", err)
 		}
 	}
+}
+
+// gunzipFile is the gzipped file at path, decompressed.
+func gunzipFile(t testing.TB, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }

@@ -245,6 +245,10 @@ type walk struct {
 	// cannot follow a memo read; blind until it has walked an opcode whose
 	// value a MEMOIZE could store.
 	stretch, blind bool
+	// entries counts the dicts walkEntry walked; byOpcode, set by tests,
+	// walks every dict opcode by opcode instead.
+	entries  int
+	byOpcode bool
 }
 
 const (
@@ -304,6 +308,13 @@ loop:
 			if n == scanStop {
 				break
 			}
+			if op == opEmptyDict && !w.byOpcode {
+				if at, ok := d.walkEntry(buf, pos, limit); ok {
+					last, pos = at, at+1
+					w.entries++
+					continue
+				}
+			}
 			last, pos = pos, pos+n
 			continue
 		}
@@ -352,6 +363,107 @@ loop:
 	}
 	d.pos = pos
 	return err
+}
+
+// walkEntry walks the dict whose EMPTY_DICT is at buf[pos] at once, where
+// scanFast would take its opcodes one at a time, if it is written as a
+// trace entry is: memoized, one batch of items, keys that are memo reads,
+// and values that are ints, memo reads, short strings or a list of memo
+// reads, with no opcode past limit. It stores the memo entries the dict
+// makes, as scanFast would: its placeholder, then its strings and list in
+// the order of their MEMOIZEs. It returns the position of the dict's
+// SETITEMS; with ok false it stored nothing.
+func (d *Decoder) walkEntry(buf []byte, pos, limit int) (setItems int, ok bool) {
+	m := &d.memo
+	if pos+2 > limit || buf[pos+1] != opMemoize || buf[pos+2] != opMark {
+		return 0, false
+	}
+	var puts [maxEntryPuts]uint32
+	puts[0] = uint32(KindForeign)<<payloadBits | uint32(m.n)
+	nputs := 1
+	for p := pos + 3; p <= limit; {
+		switch buf[p] { // the key
+		case opSetItems:
+			// The entries go in the current chunk, as entry's do (the
+			// first chunk may have more room than its ids).
+			c := m.n >> memoChunkBits
+			if m.sparse != nil || m.n+uint64(nputs) > payloadMask || c >= uint64(len(m.chunks)) ||
+				cap(m.chunks[c])-len(m.chunks[c]) < nputs || int(m.n&(memoChunkLen-1))+nputs > memoChunkLen {
+				return 0, false
+			}
+			m.chunks[c] = append(m.chunks[c], puts[:nputs]...)
+			m.n += uint64(nputs)
+			return p, true
+		case opLongBinGet:
+			p += 5
+		case opBinGet:
+			p += 2
+		default:
+			return 0, false
+		}
+		if p > limit {
+			return 0, false
+		}
+		switch buf[p] { // the value
+		case opLongBinGet, opBinInt:
+			p += 5
+		case opBinGet, opBinInt1:
+			p += 2
+		case opBinInt2:
+			p += 3
+		case opLong1:
+			p += 2 + int(buf[p+1])
+		case opShortBinUnicode:
+			n := int(buf[p+1])
+			if p+2+n > limit {
+				return 0, false
+			}
+			at := p
+			p += 2 + n
+			if buf[p] == opMemoize {
+				if nputs == len(puts) {
+					return 0, false
+				}
+				v, err := d.sink.String(buf[at+2:p], false)
+				if err != nil {
+					return 0, false // scanFast reports it
+				}
+				u, ok := packNarrow(v)
+				if !ok {
+					return 0, false
+				}
+				puts[nputs] = u
+				nputs++
+				p++
+			}
+		case opEmptyList:
+			p++
+			if p <= limit && buf[p] == opMemoize {
+				if nputs == len(puts) {
+					return 0, false
+				}
+				puts[nputs] = uint32(KindForeign)<<payloadBits | uint32(m.n+uint64(nputs))
+				nputs++
+				p++
+			}
+			if p <= limit && buf[p] == opMark {
+				for p++; p <= limit && (buf[p] == opLongBinGet || buf[p] == opBinGet); {
+					if buf[p] == opLongBinGet {
+						p += 5
+					} else {
+						p += 2
+					}
+				}
+				if p > limit || buf[p] != opAppends {
+					return 0, false
+				}
+				p++
+			}
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
 }
 
 // packedAt returns what MEMOIZE stores as memo id after the opcode at

@@ -436,3 +436,82 @@ func TestStretchRefuses(t *testing.T) {
 		}
 	}
 }
+
+// internSink numbers the strings it is given in order, as a walker's
+// builder interns them, and keeps them.
+type internSink struct {
+	nopSink
+	strings []string
+	ids     map[string]uint64
+}
+
+func (s *internSink) String(b []byte, isBytes bool) (Value, error) {
+	id, ok := s.ids[string(b)]
+	if !ok {
+		id = uint64(len(s.strings))
+		s.strings = append(s.strings, string(b))
+		s.ids[string(b)] = id
+	}
+	return Value{Kind: KindString, N: id}, nil
+}
+
+// TestWalkEntries walks GPU-made snapshots whole, and from a frame in the
+// middle as a stretch's walker does, with trace entries walked at once
+// (walkEntry) and opcode by opcode: the split points, the memo and the
+// strings interned must be the same, and on the bench seed nearly every
+// entry must have been walked at once.
+func TestWalkEntries(t *testing.T) {
+	for _, name := range []string{"bench_source", "train_deep_leak", "forward_deep_mixed", "depth_loss_upcast_all"} {
+		raw := gunzipFile(t, "../../testdata/scenarios/out/"+name+"/"+name+".pickle.gz")
+		proto, starts, err := FrameStarts(bytes.NewReader(raw), int64(len(raw)), []int64{int64(len(raw)) / 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, from := range []int64{0, starts[0]} {
+			type walked struct {
+				splits  []int64
+				end     error
+				memo    []uint32
+				strings []string
+				entries int
+			}
+			walkAll := func(byOpcode bool) walked {
+				s := &internSink{ids: map[string]uint64{}}
+				d := NewDecoder(bytes.NewReader(raw[from:]), s, DefaultLimits)
+				if from > 0 {
+					d.Stretch(from, proto)
+				} else {
+					d.walk = &walk{last: -1}
+				}
+				d.walk.byOpcode = byOpcode
+				var w walked
+				for {
+					off, err := d.Walk(0)
+					if err != nil {
+						w.end = err
+						break
+					}
+					w.splits = append(w.splits, off)
+				}
+				for id := range d.memo.n {
+					w.memo = append(w.memo, *d.memo.slot(id))
+				}
+				w.strings, w.entries = s.strings, d.walk.entries
+				return w
+			}
+			got, want := walkAll(false), walkAll(true)
+			if !errors.Is(got.end, ErrNoSplit) || !errors.Is(want.end, ErrNoSplit) {
+				t.Errorf("%s from %d: walks ended with %v and %v, want ErrNoSplit", name, from, got.end, want.end)
+			}
+			if want.entries != 0 || !slices.Equal(got.splits, want.splits) || !slices.Equal(got.memo, want.memo) ||
+				!slices.Equal(got.strings, want.strings) {
+				t.Errorf("%s from %d: %d entries walked at once, %d splits, %d memo entries, %d strings; by opcode %d, %d, %d, %d",
+					name, from, got.entries, len(got.splits), len(got.memo), len(got.strings),
+					want.entries, len(want.splits), len(want.memo), len(want.strings))
+			}
+			if name == "bench_source" && from == 0 && got.entries < 300000 {
+				t.Errorf("bench seed: %d entries walked at once, want most of its 330 k", got.entries)
+			}
+		}
+	}
+}
