@@ -143,7 +143,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 	buf := d.buf
 	m := &d.memo
 	mv := m.view()
-	e.nkv, e.list, e.nputs, e.learnedLen = 0, -1, 0, 0
+	e.list, e.nputs, e.learnedLen = -1, 0, 0
 	for k := 0; ; k++ {
 		// Every opcode read starts at most at limit: 16 bytes past it are
 		// buffered, so no argument but a string's needs a bounds check.
@@ -154,7 +154,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 			if (!learn && k != e.nkeys) || !consumed(buf[p+1:d.end], false) {
 				return 0, false
 			}
-			e.setItems = p
+			e.setItems, e.nkv = p, 2*k
 			return p + 1, true
 		}
 		if k == maxEntryKeys {
@@ -172,7 +172,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 			}
 			e.learned[k] = newEntryKey(buf[p:p+n], key)
 			e.learnedLen++
-			e.kv[e.nkv] = key
+			e.kv[2*k] = key
 			p += n
 		} else {
 			if k >= e.nkeys {
@@ -182,14 +182,13 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 			if binary.LittleEndian.Uint64(buf[p:])&t.mask != t.word {
 				return 0, false
 			}
-			e.kv[e.nkv] = t.v
+			e.kv[2*k] = t.v
 			p += int(t.len)
 		}
 		if p > limit {
 			return 0, false
 		}
-		at := e.nkv + 1
-		e.nkv += 2
+		at := 2*k + 1
 		switch buf[p] {
 		case opBinGet, opLongBinGet:
 			id, n := memoID(buf[p:])
