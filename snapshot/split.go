@@ -567,13 +567,10 @@ func (b *builder) canMerge(head *pickle.Decoder, t *tailResult) bool {
 // made is a value merge renumbers, and collects those that copy an entry
 // of the head's, for canMerge to look up.
 func (t *tailResult) checkMemo() error {
-	ok := t.d.TailMemo(func(v pickle.Value) bool {
-		switch v.Kind {
+	foreign, ok := t.d.TailMemo(func(k pickle.Kind) bool {
+		switch k {
 		case pickle.KindNone, pickle.KindBool, pickle.KindInt, pickle.KindUint, pickle.KindFloat,
-			pickle.KindString, pickle.KindBytes, vFrame, vStack, vEvent, vEmpty:
-			return true
-		case pickle.KindForeign:
-			t.foreignMemo = append(t.foreignMemo, v.N)
+			pickle.KindString, pickle.KindBytes, pickle.KindForeign, vFrame, vStack, vEvent, vEmpty:
 			return true
 		}
 		return false
@@ -581,6 +578,7 @@ func (t *tailResult) checkMemo() error {
 	if !ok {
 		return errors.New("the tail's memo holds a value the head cannot take")
 	}
+	t.foreignMemo = foreign
 	return nil
 }
 

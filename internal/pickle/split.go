@@ -726,16 +726,53 @@ func (d *Decoder) Top() (Handle, bool) {
 // MemoValue returns memo entry id as it is now.
 func (d *Decoder) MemoValue(id uint64) (Value, bool) { return d.memo.get(id) }
 
-// TailMemo calls ok with every memo entry the tail made and reports
-// whether ok accepted them all: the caller checks them before it changes
-// anything, since Splice must not fail halfway.
-func (d *Decoder) TailMemo(ok func(Value) bool) bool {
-	for id := d.part.base; id < d.memo.n; id++ {
-		if v, _ := d.memo.get(id); !ok(v) {
-			return false
-		}
+// TailMemo reports whether ok accepts the kind of every memo entry the
+// tail made, and lists the ids that its KindForeign entries hold: the
+// head's entries the tail copied. The caller checks them before it
+// changes anything, since Splice must not fail halfway. It reads the
+// entries as they are packed, asking ok once per kind: unpacking each of
+// the 38 M entries the tails of the 996 MB bench file make and passing it
+// to ok took 0.3 s of CPU time per decode on 16 cores.
+func (d *Decoder) TailMemo(ok func(Kind) bool) (foreign []uint64, all bool) {
+	m := &d.memo
+	if m.sparse != nil {
+		return nil, false
 	}
-	return d.memo.sparse == nil
+	var verdict [packedWide]int8 // by packed kind: 1 accepted, -1 not, 0 not asked
+	for id := d.part.base; id < m.n; {
+		run := m.chunks[id>>memoChunkBits][id&(memoChunkLen-1):]
+		run = run[:min(uint64(len(run)), m.n-id)]
+		if len(run) == 0 {
+			return nil, false // ids not in their chunk: no memo a decoder makes
+		}
+		for _, u := range run {
+			pk := u >> payloadBits
+			if pk == packedWide {
+				v := m.wide[u&payloadMask]
+				if !ok(v.Kind) {
+					return nil, false
+				}
+				if v.Kind == KindForeign {
+					foreign = append(foreign, v.N)
+				}
+				continue
+			}
+			if verdict[pk] == 0 {
+				verdict[pk] = -1
+				if ok(unpackedKind[pk]) {
+					verdict[pk] = 1
+				}
+			}
+			if verdict[pk] < 0 {
+				return nil, false
+			}
+			if pk == uint32(KindForeign) {
+				foreign = append(foreign, uint64(u&payloadMask))
+			}
+		}
+		id += uint64(len(run))
+	}
+	return foreign, true
 }
 
 // Splice takes over the work of tail t, which started where d stopped

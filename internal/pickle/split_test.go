@@ -515,3 +515,34 @@ func TestWalkEntries(t *testing.T) {
 		}
 	}
 }
+
+// TailMemo accepts a tail's memo entries by kind, narrow and wide alike,
+// and lists the head's entries the tail's copy.
+func TestTailMemo(t *testing.T) {
+	b := []byte{opProto, 4, opEmptyList, opMemoize, opMark, opEmptyDict, opMemoize, opAppends} // ids 0, 1
+	start := int64(len(b))
+	b = append(b, opMark, opLongBinGet, 1, 0, 0, 0, opMemoize)                                         // id 2: a copy of the head's dict
+	b = append(b, opShortBinUnicode, 1, 'a', opMemoize)                                                // id 3
+	b = append(binary.BigEndian.AppendUint64(append(b, opBinFloat), math.Float64bits(1.5)), opMemoize) // id 4: wide
+	b = append(b, opBinInt1, 7, opMemoize, opAppends, opStop)                                          // id 5
+	for _, tc := range []struct {
+		name    string
+		refuse  Kind
+		foreign []uint64
+		all     bool
+	}{
+		{"every kind", KindNone, []uint64{1}, true},
+		{"no str", KindString, nil, false},
+		{"no float, kept wide", KindFloat, nil, false},
+		{"no copy of the head's", KindForeign, nil, false},
+	} {
+		d := forkAt(t, b, start, nopSink{}) // which takes the copy of the head's dict as an item
+		if _, _, err := d.DecodeTail(nil); err != nil {
+			t.Fatal(err)
+		}
+		foreign, all := d.TailMemo(func(k Kind) bool { return k != tc.refuse })
+		if all != tc.all || !slices.Equal(foreign, tc.foreign) {
+			t.Errorf("%s: TailMemo = %v, %v; want %v, %v", tc.name, foreign, all, tc.foreign, tc.all)
+		}
+	}
+}
