@@ -140,21 +140,24 @@ func Join(walkers []*Decoder, tr []func(Value) Value) (*Decoder, []uint64, error
 					local := id - first[k]
 					run := w.memo.chunks[local>>memoChunkBits][local&(memoChunkLen-1):]
 					run = run[:min(uint64(len(run)), hi-id)]
+					// A walker's strings are mostly one: the "N/A" of
+					// every trace entry.
+					lastIn, lastOut := uint32(packedWide<<payloadBits), uint32(0)
 					for _, u := range run {
 						switch u >> payloadBits {
 						case uint32(KindForeign):
 							u += uint32(first[k])
-						case uint32(KindString), uint32(KindBytes), packedWide:
-							v := w.memo.unpack(u)
-							if tr[k] != nil {
-								v = tr[k](v)
+						case uint32(KindString), uint32(KindBytes):
+							if u == lastIn {
+								u = lastOut
+								break
 							}
-							var ok bool
-							if u, ok = packNarrow(v); !ok {
-								mu.Lock()
-								u = j.memo.pack(v)
-								mu.Unlock()
+							in := u
+							if u = j.translate(&mu, u, w, tr[k]); u>>payloadBits != packedWide {
+								lastIn, lastOut = in, u
 							}
+						case packedWide:
+							u = j.translate(&mu, u, w, tr[k])
 						}
 						z.add(u)
 					}
@@ -178,6 +181,24 @@ func Join(walkers []*Decoder, tr []func(Value) Value) (*Decoder, []uint64, error
 		j.shared.report(j, j.memo.bytes())
 	}
 	return j, first, nil
+}
+
+// translate is a walker's packed string or wide value u as the joined
+// memo j holds it: mapped by tr (the caller's own values, if not nil), and
+// packed again, in j's table of wide values if it does not pack (under mu:
+// the chunks are frozen on several goroutines).
+func (j *Decoder) translate(mu *sync.Mutex, u uint32, w *Decoder, tr func(Value) Value) uint32 {
+	v := w.memo.unpack(u)
+	if tr != nil {
+		v = tr(v)
+	}
+	u, ok := packNarrow(v)
+	if !ok {
+		mu.Lock()
+		u = j.memo.pack(v)
+		mu.Unlock()
+	}
+	return u
 }
 
 // Fork makes t, a new decoder of the stream from off on, the decoder of
