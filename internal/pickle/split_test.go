@@ -287,16 +287,20 @@ func TestMemoAfterSplice(t *testing.T) {
 }
 
 // framedList is what CPython's pickler writes (protocol 4) for a list of n
-// distinct short strings, each memoized: batches of 1,000, in frames of
-// about frameLen bytes, each starting between two objects (never at a
-// MEMOIZE, which the pickler writes with its object). It returns the
-// pickle and its frames' offsets.
+// short strings, each memoized, two of every three an equal "N/A" written
+// anew (as torch writes one in every trace entry), the others distinct:
+// batches of 1,000, in frames of about frameLen bytes, each starting
+// between two objects (never at a MEMOIZE, which the pickler writes with
+// its object). It returns the pickle and its frames' offsets.
 func framedList(n, frameLen int) ([]byte, []int64) {
 	ops := [][]byte{{opEmptyList}, {opMemoize}}
 	for i := 0; i < n; i += 1000 {
 		ops = append(ops, []byte{opMark})
 		for j := i; j < min(n, i+1000); j++ {
 			s := fmt.Sprintf("s%d", j)
+			if j%3 != 2 {
+				s = "N/A"
+			}
 			ops = append(ops, append([]byte{opShortBinUnicode, byte(len(s))}, s...), []byte{opMemoize})
 		}
 		ops = append(ops, []byte{opAppends})
@@ -347,7 +351,7 @@ func TestStretchesJoin(t *testing.T) {
 	bounds := append(append([]int64{0}, starts...), size)
 	for k := range len(bounds) - 1 {
 		from, to := bounds[k], bounds[k+1]
-		s := newTreeSink()
+		s := &internSink{ids: map[string]uint64{}} // as a walker's builder, one id per string
 		d := NewDecoder(bytes.NewReader(raw[from:to]), s, DefaultLimits)
 		d.Stretch(from, proto)
 		batch := int64(-1)
@@ -362,8 +366,8 @@ func TestStretchesJoin(t *testing.T) {
 		}
 		walkers = append(walkers, d)
 		// Join maps on several goroutines: the mapping is made before.
-		ids := make([]uint64, len(s.strs))
-		for i, str := range s.strs {
+		ids := make([]uint64, len(s.strings))
+		for i, str := range s.strings {
 			v, _ := joined.String([]byte(str), false)
 			ids[i] = v.N
 		}
