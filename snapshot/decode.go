@@ -98,12 +98,17 @@ type builder struct {
 	keyOf   []key    // by StringID
 	actOf   []Action // by StringID
 	events  eventArena
-	segs    []Segment
-	anns    []Annotation
-	hist    []history
-	ranges  []span
-	lists   [][]pickle.Value
-	dicts   [][]pickle.Value
+	// appended, if not nil, is closed once the events of the tails merged
+	// so far are in events (split.go's appendLater), which holds
+	// appendedN then: until then only the goroutines appending touch it.
+	appended  chan struct{}
+	appendedN int
+	segs      []Segment
+	anns      []Annotation
+	hist      []history
+	ranges    []span
+	lists     [][]pickle.Value
+	dicts     [][]pickle.Value
 
 	// kept is the bytes of the containers kept as values (generic lists,
 	// dicts and tuples) and of the open ones' items, for the decoder's
@@ -381,7 +386,7 @@ func (b *builder) event(t *entryTmpl, kv []pickle.Value) (v pickle.Value, ok boo
 	if e.Stream, ok = b.streamID(stream); !ok {
 		return v, false
 	}
-	return pickle.Value{Kind: vEvent, N: uint64(b.events.push(e, c))}, true
+	return pickle.Value{Kind: vEvent, N: uint64(b.push(e, c))}, true
 }
 
 // frames is List(items) for a list of frames, without a container: each
@@ -541,7 +546,7 @@ func (b *builder) internStack(frames []FrameID) StackID {
 func (b *builder) arenaLen(k pickle.Kind) int {
 	switch k {
 	case vEvent:
-		return b.events.n
+		return b.eventCount()
 	case vBlock:
 		return len(b.sn.Blocks)
 	case vSegment:
@@ -555,6 +560,7 @@ func (b *builder) arenaLen(k pickle.Kind) int {
 func (b *builder) copyElem(k pickle.Kind, i int) {
 	switch k {
 	case vEvent:
+		b.syncEvents()
 		b.events.push(b.events.at(i), b.events.context(i))
 	case vBlock:
 		b.sn.Blocks = append(b.sn.Blocks, b.sn.Blocks[i])
@@ -820,7 +826,7 @@ func (b *builder) closeEvent(d *dictB) (pickle.Value, error) {
 		if e.Stream, err = b.stream("trace entry", d); err != nil {
 			return pickle.Value{}, err
 		}
-		return pickle.Value{Kind: vEvent, N: uint64(b.events.push(e, c))}, nil
+		return pickle.Value{Kind: vEvent, N: uint64(b.push(e, c))}, nil
 	}
 checked:
 	const what = "trace entry"
@@ -866,7 +872,7 @@ checked:
 	if len(d.extra) > 0 || d.set&^eventKeys != 0 {
 		b.countExtra("event", d, eventKeys)
 	}
-	return pickle.Value{Kind: vEvent, N: uint64(b.events.push(e, c))}, nil
+	return pickle.Value{Kind: vEvent, N: uint64(b.push(e, c))}, nil
 }
 
 func (b *builder) closeFrame(d *dictB) (pickle.Value, error) {

@@ -10,6 +10,7 @@ import (
 // finish assembles the Snapshot from the decoded top-level value: a dict
 // (torch 2.0+) or a bare list of segments (torch <= 1.13).
 func (b *builder) finish(top pickle.Value) error {
+	b.syncEvents()
 	sn := b.sn
 	switch top.Kind {
 	case vRange, vEmpty:
