@@ -321,7 +321,7 @@ func (b *builder) Record(tmpl int, kv []pickle.Value, list int, items []pickle.V
 // and looking each up again (on the bench seed, Record and closeEvent cost
 // 26 ns an entry besides the push); ok is false, having built nothing, for
 // any value closeEvent's fast path would not take.
-func (b *builder) event(t *entryTmpl, kv []pickle.Value) (v pickle.Value, ok bool) {
+func (b *builder) event(t *entryTmpl, kv []pickle.Value) (pickle.Value, bool) {
 	e := Event{Stack: NoStack}
 	var c Context
 	var stream int64
@@ -331,37 +331,37 @@ func (b *builder) event(t *entryTmpl, kv []pickle.Value) (v pickle.Value, ok boo
 		switch k {
 		case kAction:
 			if v.Kind != pickle.KindString || b.actOf[v.N] == ActionUnknown {
-				return v, false
+				return pickle.Value{}, false
 			}
 			e.Action = b.actOf[v.N]
 		case kAddr:
 			if v.Kind != pickle.KindInt || int64(v.N) < 0 {
-				return v, false
+				return pickle.Value{}, false
 			}
 			e.Addr = v.N
 		case kSize:
 			if v.Kind != pickle.KindInt || int64(v.N) < 0 {
-				return v, false
+				return pickle.Value{}, false
 			}
 			e.Size = v.N
 		case kStream:
 			if v.Kind != pickle.KindInt {
-				return v, false
+				return pickle.Value{}, false
 			}
 			stream = int64(v.N)
 		case kTimeUS:
 			if v.Kind != pickle.KindInt {
-				return v, false
+				return pickle.Value{}, false
 			}
 			e.TimeUS = int64(v.N)
 		case kCompileContext:
 			if v.Kind != pickle.KindString {
-				return v, false
+				return pickle.Value{}, false
 			}
 			c.CompileContext = StringID(v.N)
 		case kUserMetadata:
 			if v.Kind != pickle.KindString {
-				return v, false
+				return pickle.Value{}, false
 			}
 			c.UserMetadata = StringID(v.N)
 		case kFrames:
@@ -369,7 +369,7 @@ func (b *builder) event(t *entryTmpl, kv []pickle.Value) (v pickle.Value, ok boo
 			case vStack, vEmpty, pickle.KindForeign:
 				frames = v
 			default:
-				return v, false
+				return pickle.Value{}, false
 			}
 		}
 	}
@@ -379,12 +379,14 @@ func (b *builder) event(t *entryTmpl, kv []pickle.Value) (v pickle.Value, ok boo
 	case vEmpty:
 		e.Stack = EmptyStack
 	case pickle.KindForeign:
+		var ok bool
 		if e.Stack, ok = b.foreignStack(frames.N); !ok {
-			return v, false
+			return pickle.Value{}, false
 		}
 	}
+	var ok bool
 	if e.Stream, ok = b.streamID(stream); !ok {
-		return v, false
+		return pickle.Value{}, false
 	}
 	return pickle.Value{Kind: vEvent, N: uint64(b.push(e, c))}, true
 }

@@ -400,7 +400,7 @@ func (d *Decoder) walkEntry(buf []byte, pos, limit int) (setItems int, ok bool) 
 		return 0, false
 	}
 	var puts [maxEntryPuts]uint32
-	puts[0] = uint32(KindForeign)<<payloadBits | uint32(m.n)
+	puts[0] = placeholder(m.n)
 	nputs := 1
 	for p := pos + 3; p <= limit; {
 		switch buf[p] { // the key
@@ -463,7 +463,7 @@ func (d *Decoder) walkEntry(buf []byte, pos, limit int) (setItems int, ok bool) 
 				if nputs == len(puts) {
 					return 0, false
 				}
-				puts[nputs] = uint32(KindForeign)<<payloadBits | uint32(m.n+uint64(nputs))
+				puts[nputs] = placeholder(m.n + uint64(nputs))
 				nputs++
 				p++
 			}
@@ -496,7 +496,7 @@ func (d *Decoder) packedAt(buf []byte, at int, id uint64) (uint32, bool, error) 
 	case err != nil:
 		return 0, false, err
 	case is == topOther:
-		return uint32(KindForeign)<<payloadBits | uint32(id), true, nil
+		return placeholder(id), true, nil
 	case is == topMemo:
 		if v.N >= d.memo.n || d.walk.stretch {
 			return 0, false, ErrNoSplit // a read of an id never stored: the head reports it
