@@ -303,7 +303,7 @@ func (b *builder) Record(tmpl int, kv []pickle.Value, list int, items []pickle.V
 		kv[list] = lv
 	}
 	t := &b.tmpls[tmpl]
-	if v, ok := b.event(t, kv); ok {
+	if v, ok := b.event(t.keys[:len(kv)/2], kv); ok {
 		return lv, v, nil
 	}
 	d := &b.scratch.d
@@ -316,17 +316,18 @@ func (b *builder) Record(tmpl int, kv []pickle.Value, list int, items []pickle.V
 	return lv, v, err
 }
 
-// event builds the trace entry of template t from its keys and values kv
-// as closeEvent's fast path does, but without copying them into a dictB
-// and looking each up again (on the bench seed, Record and closeEvent cost
-// 26 ns an entry besides the push); ok is false, having built nothing, for
-// any value closeEvent's fast path would not take.
-func (b *builder) event(t *entryTmpl, kv []pickle.Value) (pickle.Value, bool) {
+// event builds a trace entry from its keys and values kv (keys[i]'s at
+// kv[2i+1]), each an eventFast key and kAction among them, with no lookup
+// by key: Record's compiled templates and closeEvent's fast path. ok is
+// false, having built nothing, for a value of another kind, an unknown
+// action, or a stream or foreign stack too many: closeEvent's checked path
+// then reports it.
+func (b *builder) event(keys []key, kv []pickle.Value) (pickle.Value, bool) {
 	e := Event{Stack: NoStack}
 	var c Context
 	var stream int64
 	var frames pickle.Value // the frames list's value; KindNone if none
-	for i, k := range t.keys[:len(kv)/2] {
+	for i, k := range keys {
 		v := kv[2*i+1]
 		switch k {
 		case kAction:
@@ -373,20 +374,19 @@ func (b *builder) event(t *entryTmpl, kv []pickle.Value) (pickle.Value, bool) {
 			}
 		}
 	}
+	var ok bool
+	if e.Stream, ok = b.streamID(stream); !ok {
+		return pickle.Value{}, false
+	}
 	switch frames.Kind {
 	case vStack:
 		e.Stack = StackID(frames.N)
 	case vEmpty:
 		e.Stack = EmptyStack
 	case pickle.KindForeign:
-		var ok bool
 		if e.Stack, ok = b.foreignStack(frames.N); !ok {
 			return pickle.Value{}, false
 		}
-	}
-	var ok bool
-	if e.Stream, ok = b.streamID(stream); !ok {
-		return pickle.Value{}, false
 	}
 	return pickle.Value{Kind: vEvent, N: uint64(b.push(e, c))}, true
 }
@@ -702,16 +702,6 @@ func (b *builder) boolField(what string, d *dictB, k key) (bool, error) {
 	return false, fmt.Errorf("%s: %q is %s, want a bool", what, keyNames[k], b.describe(d.f[k]))
 }
 
-// okKind reports whether key k is absent or holds a value of kind want.
-func okKind(d *dictB, k key, want pickle.Kind) bool {
-	return !d.set.has(k) || d.f[k].Kind == want
-}
-
-// okUint reports whether key k is absent or a non-negative int.
-func okUint(d *dictB, k key) bool {
-	return !d.set.has(k) || (d.f[k].Kind == pickle.KindInt && int64(d.f[k].N) >= 0)
-}
-
 // stackField reads "frames" (plus torch 2.0's "cpp_frames" strings, which
 // become frames innermost of the Python ones: the C++ frames of a 2.0 trace
 // are the allocator and dispatcher calls beneath the Python call). An
@@ -784,53 +774,22 @@ const eventFast = keySet(1<<kAction | 1<<kAddr | 1<<kSize | 1<<kStream | 1<<kTim
 
 func (b *builder) closeEvent(d *dictB) (pickle.Value, error) {
 	// Fast path: millions of entries have the usual keys with the usual
-	// types; read them without the checked readers (which were 400
+	// types; event reads them without the checked readers (which were 400
 	// instructions per entry). Anything unusual takes the checked path,
 	// which reports precise errors.
-	if f := &d.f; d.set&^eventFast == 0 && len(d.extra) == 0 &&
-		f[kAction].Kind == pickle.KindString && b.actOf[f[kAction].N] != ActionUnknown &&
-		okUint(d, kAddr) && okUint(d, kSize) && okKind(d, kStream, pickle.KindInt) &&
-		okKind(d, kTimeUS, pickle.KindInt) && okKind(d, kCompileContext, pickle.KindString) &&
-		okKind(d, kUserMetadata, pickle.KindString) {
-		e := Event{Action: b.actOf[f[kAction].N], Stack: NoStack}
-		if d.set.has(kFrames) {
-			switch f[kFrames].Kind {
-			case vStack:
-				e.Stack = StackID(f[kFrames].N)
-			case vEmpty:
-				e.Stack = EmptyStack
-			case pickle.KindForeign:
-				var ok bool
-				if e.Stack, ok = b.foreignStack(f[kFrames].N); !ok {
-					goto checked
-				}
-			default:
-				goto checked
-			}
+	if d.set&^eventFast == 0 && len(d.extra) == 0 && d.set.has(kAction) {
+		var keys [maxTmplKeys]key
+		var kv [2 * maxTmplKeys]pickle.Value
+		n := 0
+		for s := d.set; s != 0; s &= s - 1 {
+			k := key(bits.TrailingZeros64(uint64(s)))
+			keys[n], kv[2*n+1] = k, d.f[k]
+			n++
 		}
-		if d.set.has(kAddr) {
-			e.Addr = f[kAddr].N
+		if v, ok := b.event(keys[:n], kv[:2*n]); ok {
+			return v, nil
 		}
-		if d.set.has(kSize) {
-			e.Size = f[kSize].N
-		}
-		if d.set.has(kTimeUS) {
-			e.TimeUS = int64(f[kTimeUS].N)
-		}
-		var c Context
-		if d.set.has(kCompileContext) {
-			c.CompileContext = StringID(f[kCompileContext].N)
-		}
-		if d.set.has(kUserMetadata) {
-			c.UserMetadata = StringID(f[kUserMetadata].N)
-		}
-		var err error
-		if e.Stream, err = b.stream("trace entry", d); err != nil {
-			return pickle.Value{}, err
-		}
-		return pickle.Value{Kind: vEvent, N: uint64(b.push(e, c))}, nil
 	}
-checked:
 	const what = "trace entry"
 	var e Event
 	var err error
