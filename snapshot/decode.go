@@ -312,7 +312,7 @@ func (b *builder) Record(tmpl int, kv []pickle.Value, list int, items []pickle.V
 	for i, k := range t.keys[:len(kv)/2] {
 		d.f[k] = kv[2*i+1]
 	}
-	v, err = b.closeEvent(d)
+	v, err = b.checkedEvent(d) // event refused it: so would closeEvent's fast path
 	return lv, v, err
 }
 
@@ -790,6 +790,12 @@ func (b *builder) closeEvent(d *dictB) (pickle.Value, error) {
 			return v, nil
 		}
 	}
+	return b.checkedEvent(d)
+}
+
+// checkedEvent builds a trace entry with the checked readers: it takes
+// whatever a snapshot may write, and reports precisely what it cannot.
+func (b *builder) checkedEvent(d *dictB) (pickle.Value, error) {
 	const what = "trace entry"
 	var e Event
 	var err error
