@@ -102,20 +102,31 @@ func (s *engineScan) during(i int) *BackwardCall {
 	if s.lo < i && i < s.hi {
 		return s.call
 	}
+	// The stacks of lo and hi are kept as they are met: reading those
+	// events again moved the cursor back and forth across its blocks,
+	// unpacking each anew (a third of the breakdown's pass over the 996 MB
+	// bench file).
 	lo, hi := i-1, i+1
-	for lo >= 0 && !s.hasPython(s.events.At(lo).Stack) {
-		lo--
+	loStack, hiStack := snapshot.NoStack, snapshot.NoStack
+	for ; lo >= 0; lo-- {
+		if id := s.events.At(lo).Stack; s.hasPython(id) {
+			loStack = id
+			break
+		}
 	}
-	for hi < s.n && !s.hasPython(s.events.At(hi).Stack) {
-		hi++
+	for ; hi < s.n; hi++ {
+		if id := s.events.At(hi).Stack; s.hasPython(id) {
+			hiStack = id
+			break
+		}
 	}
 	s.lo, s.hi, s.call = lo, hi, nil
 	var before, after *BackwardCall
 	if lo >= 0 {
-		before = s.callOf(s.events.At(lo).Stack)
+		before = s.callOf(loStack)
 	}
 	if hi < s.n {
-		after = s.callOf(s.events.At(hi).Stack)
+		after = s.callOf(hiStack)
 	}
 	switch {
 	case before != nil:

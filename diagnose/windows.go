@@ -29,17 +29,23 @@ func AnnotationWindows(anns []snapshot.Annotation, device int, tr snapshot.Trace
 
 // BackwardScan tells which backward() call a trace event without Python
 // frames happened in, as findings place the autograd engine's blocks.
-type BackwardScan struct{ s *engineScan }
+type BackwardScan struct {
+	s *engineScan
+	// events reads the events asked about, apart from the scan's cursor,
+	// which runs ahead to the next event with Python frames: sharing one
+	// cursor unpacked a block again at each turn.
+	events *snapshot.Cursor
+}
 
 // NewBackwardScan scans tr; f decides which frames are the user's.
 func NewBackwardScan(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filter) *BackwardScan {
-	return &BackwardScan{s: newEngineScan(sn, tr, f)}
+	return &BackwardScan{s: newEngineScan(sn, tr, f), events: tr.Cursor()}
 }
 
 // During returns the backward() call that event i happened in, or nil
 // when i has Python frames of its own or no call surrounds it.
 func (b *BackwardScan) During(i int) *BackwardCall {
-	if b.s.hasPython(b.s.events.At(i).Stack) {
+	if b.s.hasPython(b.events.At(i).Stack) {
 		return nil
 	}
 	return b.s.during(i)
