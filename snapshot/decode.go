@@ -316,6 +316,10 @@ func (b *builder) Record(tmpl int, kv []pickle.Value, list int, items []pickle.V
 	return lv, v, err
 }
 
+// Reusable reports whether lv is a stack (or the empty list): what a frames
+// list's frames intern, the same for every list of those frames.
+func (b *builder) Reusable(lv pickle.Value) bool { return lv.Kind == vStack || lv.Kind == vEmpty }
+
 // event builds a trace entry from its keys and values kv (keys[i]'s at
 // kv[2i+1]), each an eventFast key and kAction among them, with no lookup
 // by key: Record's compiled templates and closeEvent's fast path. ok is

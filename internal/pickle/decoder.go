@@ -539,6 +539,7 @@ func (d *Decoder) fast() error {
 	m := &d.memo
 	mv := m.view()
 	d.ent.nkeys, d.ent.misses = 0, 0 // see entry.go
+	d.ent.gen++
 	for pos <= limit {
 		switch fastClass[buf[pos]] {
 		case fcBinGet, fcLongBinGet:

@@ -1,6 +1,10 @@
 package pickle
 
-import "encoding/binary"
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/maphash"
+)
 
 // Dicts that look like the last one.
 //
@@ -21,6 +25,13 @@ import "encoding/binary"
 // template, and failing that leaves the dict to fast(). The template lives
 // for one fast() call: no memo entry it names can change meanwhile (fast()
 // only adds entries), where step could rewrite one (BINPUT).
+//
+// A trace's events have few stacks: most entries' frames lists repeat an
+// earlier entry's memo reads byte for byte. Where the sink says a list's
+// value stands for any list of the same items (RecordSink.Reusable), entry
+// keeps it by those bytes, and a later entry whose list has the same
+// bytes gets that value without its items being read or the list built.
+// Like the template, a kept list lives for one fast() call.
 
 // RecordSink is a WholeSink that builds the dicts entry reads by template
 // without looking their keys up for each: Compile is told a template's
@@ -36,9 +47,28 @@ type RecordSink interface {
 	// in Dict's order, where kv[list], if list >= 0, is to be the list of
 	// items, which Record builds first. It returns the list's value and
 	// the dict's: what List(items) and then Dict(kv) would return, and
-	// the error Dict would (a compiled template's List never fails).
+	// the error Dict would (a compiled template's List never fails). A
+	// list that repeats one whose value was Reusable is not built again:
+	// kv holds that value, and list is -1.
 	Record(tmpl int, kv []Value, list int, items []Value) (lv, v Value, err error)
+	// Reusable reports whether lv, a list's value from Record, is the
+	// value of every list of the same items, so that it may stand for
+	// them in place of a list Record builds.
+	Reusable(lv Value) bool
 }
+
+// listSlots is how many frames lists entry keeps, by their bytes' hash.
+const listSlots = 256
+
+// keptList is a frames list entry keeps: its memo reads, as bytes, and
+// the value the sink gave it, for the fast() call gen.
+type keptList struct {
+	raw []byte
+	lv  Value
+	gen uint64
+}
+
+var listSeed = maphash.MakeSeed()
 
 // maxEntryKeys is the most keys a dict read by entry may have (torch's
 // trace entries have 7 to 9).
@@ -78,6 +108,15 @@ type entryState struct {
 	setItems   int
 	learned    [maxEntryKeys]entryKey
 	learnedLen int
+
+	// The lists kept (see above), valid in the fast() call gen; the
+	// dict's list's slot there (-1: the list is not to be kept) and its
+	// memo reads, and whether the slot holds it.
+	lists   [listSlots]keptList
+	gen     uint64
+	listAt  int
+	listRaw []byte
+	listHit bool
 }
 
 // entryKey is a key of the template: its opcode's bytes (len of them,
@@ -144,6 +183,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 	m := &d.memo
 	mv := m.view()
 	e.list, e.nputs, e.learnedLen = -1, 0, 0
+	e.listAt, e.listHit = -1, false
 	for k := 0; ; k++ {
 		// Every opcode read starts at most at limit: 16 bytes past it are
 		// buffered, so no argument but a string's needs a bounds check.
@@ -224,7 +264,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 			}
 		case opEmptyList:
 			var ok bool
-			if p, ok = d.entryList(p, limit, at); !ok {
+			if p, ok = d.entryList(p, limit, at, !learn && e.compiled); !ok {
 				return 0, false
 			}
 		default:
@@ -279,8 +319,10 @@ func (d *Decoder) entryString(p, limit, at int) (int, bool) {
 }
 
 // entryList reads the list whose EMPTY_LIST is at p, the value at
-// e.kv[at]: memoized or not, empty or a batch of memo reads.
-func (d *Decoder) entryList(p, limit, at int) (int, bool) {
+// e.kv[at]: memoized or not, empty or a batch of memo reads. With keep
+// (the dict is to be built by Record), a batch of memo reads that a kept
+// list has is not read: e.listHit.
+func (d *Decoder) entryList(p, limit, at int, keep bool) (int, bool) {
 	e := &d.ent
 	buf := d.buf
 	m := &d.memo
@@ -298,8 +340,27 @@ func (d *Decoder) entryList(p, limit, at int) (int, bool) {
 	if p > limit || buf[p] != opMark {
 		return p, true
 	}
+	p++
+	if keep {
+		q := p
+		for q <= limit {
+			_, n := memoID(buf[q:])
+			if n == 0 {
+				break
+			}
+			q += n
+		}
+		if q <= limit && buf[q] == opAppends && consumed(buf[q+1:d.end], true) {
+			e.listRaw = buf[p:q]
+			e.listAt = int(maphash.Bytes(listSeed, e.listRaw) % listSlots)
+			if k := &e.lists[e.listAt]; k.gen == e.gen && bytes.Equal(k.raw, e.listRaw) {
+				e.listHit, e.listMarked, e.appends = true, true, q
+				return q + 1, true
+			}
+		}
+	}
 	mv := m.view()
-	for p++; p <= limit; {
+	for p <= limit {
 		id, n := memoID(buf[p:])
 		if n == 0 {
 			break
@@ -359,8 +420,16 @@ func (d *Decoder) buildEntry() (Value, error) {
 	var err error
 	at, op := e.setItems, byte(opSetItems) // where a failure is reported
 	switch {
+	case e.listHit:
+		kv[e.list] = e.lists[e.listAt].lv
+		lv = kv[e.list]
+		_, v, err = d.records.Record(e.tmpl, kv, -1, nil)
 	case e.compiled:
 		lv, v, err = d.records.Record(e.tmpl, kv, e.list, items)
+		if e.listAt >= 0 && err == nil && d.records.Reusable(lv) {
+			k := &e.lists[e.listAt]
+			k.raw, k.lv, k.gen = append(k.raw[:0], e.listRaw...), lv, e.gen
+		}
 	case e.list >= 0:
 		// An empty list without MARK is built when the dict is complete.
 		if e.listMarked {

@@ -80,11 +80,16 @@ func TestEntryAfterMemoRewrite(t *testing.T) {
 }
 
 // recordTreeSink builds the dicts of every template by Record, as List and
-// Dict would, and counts them.
+// Dict would, and counts them. With reuse, its lists' values may stand for
+// lists of the same items (kept counts the dicts given one so).
 type recordTreeSink struct {
 	*wholeTreeSink
 	compiled, recorded int
+	reuse              bool
+	kept               int
 }
+
+func (s *recordTreeSink) Reusable(Value) bool { return s.reuse }
 
 func (s *recordTreeSink) Compile(keys []Value) (int, bool) {
 	s.compiled++
@@ -96,6 +101,9 @@ func (s *recordTreeSink) Record(tmpl int, kv []Value, list int, items []Value) (
 		return lv, v, fmt.Errorf("template %d for %d keys and values", tmpl, len(kv))
 	}
 	s.recorded++
+	if list < 0 && s.reuse {
+		s.kept++
+	}
 	if list >= 0 {
 		if lv, err = s.List(items); err != nil {
 			return lv, v, err
@@ -104,4 +112,48 @@ func (s *recordTreeSink) Record(tmpl int, kv []Value, list int, items []Value) (
 	}
 	v, err = s.Dict(kv)
 	return lv, v, err
+}
+
+// A kept frames list names its items by memo ids, as a template names its
+// keys: after a BINPUT stores another value under one of them, an entry
+// whose list has the same bytes gets the new value, not the kept list.
+func TestKeptListAfterMemoRewrite(t *testing.T) {
+	entry := func(i int) string { // {'a': i, 'f': [memo 5]}
+		return fmt.Sprintf("7d9428"+"6802"+"4b%02x"+"6803"+"5d9428"+"6805"+"65"+"75", i)
+	}
+	in := "8004" + "5d94" + "28" + // EMPTY_LIST MEMOIZE(0) MARK
+		"7d9428" + "8c016194" + "4b01" + "8c016694" + "5d9428" + "8c017894" + "65" + "75" // {'a': 1, 'f': ['x']}: dict 1, 'a' 2, 'f' 3, list 4, 'x' 5
+	for i := 2; i < 6; i++ {
+		in += entry(i)
+	}
+	in += "8c0179" + "7105" + "30" // 'y' BINPUT 5, POP: memo 5 is now 'y'
+	for i := 6; i < 14; i++ {
+		in += entry(i)
+	}
+	raw, err := hex.DecodeString(in + "65" + "2e") // APPENDS STOP
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newTreeSink()
+	generic, err := NewDecoder(bytes.NewReader(raw), g, DefaultLimits).Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &recordTreeSink{wholeTreeSink: &wholeTreeSink{treeSink: newTreeSink()}, reuse: true}
+	v, err := NewDecoder(bytes.NewReader(raw), s, DefaultLimits).Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(s.plain(v))
+	want, _ := json.Marshal(g.plain(generic))
+	if !bytes.Equal(got, want) {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if !bytes.Contains(want, []byte(`"y"`)) {
+		t.Fatalf("the generic path read no rewritten entry: %s", want)
+	}
+	// Before the rewrite and after it, a list is kept and then given.
+	if s.kept < 2 {
+		t.Errorf("%d dicts given a kept list, want at least 2", s.kept)
+	}
 }
