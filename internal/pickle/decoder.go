@@ -540,6 +540,7 @@ func (d *Decoder) fast() error {
 	mv := m.view()
 	d.ent.nkeys, d.ent.misses = 0, 0 // see entry.go
 	d.ent.gen++
+	d.ent.view = mv
 	for pos <= limit {
 		switch fastClass[buf[pos]] {
 		case fcBinGet, fcLongBinGet:

@@ -109,6 +109,10 @@ type entryState struct {
 	learned    [maxEntryKeys]entryKey
 	learnedLen int
 
+	// view is the memo's view in the fast() call, but for its n, which
+	// grows: made once there, not per dict (3-4% of BenchmarkDecode).
+	view view
+
 	// The lists kept (see above), valid in the fast() call gen; the
 	// dict's list's slot there (-1: the list is not to be kept) and its
 	// memo reads, and whether the slot holds it.
@@ -181,7 +185,8 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 	e := &d.ent
 	buf := d.buf
 	m := &d.memo
-	mv := m.view()
+	mv := e.view
+	mv.n = m.n
 	e.list, e.nputs, e.learnedLen = -1, 0, 0
 	e.listAt, e.listHit = -1, false
 	for k := 0; ; k++ {
@@ -359,7 +364,8 @@ func (d *Decoder) entryList(p, limit, at int, keep bool) (int, bool) {
 			}
 		}
 	}
-	mv := m.view()
+	mv := e.view
+	mv.n = m.n
 	for p <= limit {
 		id, n := memoID(buf[p:])
 		if n == 0 {
