@@ -12,8 +12,10 @@ import (
 // keys, each a memo read of the same id (BINGET or LONG_BINGET), in the
 // same order, and values that are ints, memo reads, a fresh string (torch
 // writes "N/A" anew in every entry) and the frames list, a memo read or a
-// fresh list of memo reads. fast() runs such a dict at 20-odd opcodes,
-// each dispatched, pushed and popped. entry instead reads it in one pass:
+// fresh list of memo reads. (Its annotations are dicts alike too, but for
+// two keys that torch writes anew in each, short strings memoized there.)
+// fast() runs such a dict at 20-odd opcodes, each dispatched, pushed and
+// popped. entry instead reads it in one pass:
 // the keys are compared with the last such dict's (its template) as bytes,
 // the values are read in place, and the sink gets the whole dict, by
 // Record if it compiled the template (RecordSink); the memo gets the same
@@ -75,8 +77,9 @@ var listSeed = maphash.MakeSeed()
 const maxEntryKeys = 16
 
 // maxEntryPuts is the most memo entries a dict read by entry may make:
-// itself, and three of its values.
-const maxEntryPuts = 4
+// itself, and five of its keys and values (torch's annotations write two
+// keys and two values anew in each dict).
+const maxEntryPuts = 6
 
 // entryMisses is how many dicts in a row entry may fail to read before
 // fast() stops asking it, until its next call.
@@ -123,11 +126,13 @@ type entryState struct {
 	listHit bool
 }
 
-// entryKey is a key of the template: its opcode's bytes (len of them,
-// little-endian in word, under mask) and its value.
+// entryKey is a key of the template: its opcodes' bytes (len of them,
+// little-endian in word, under mask), its value, and whether they memoize
+// it (a short string written anew, then MEMOIZE).
 type entryKey struct {
 	word, mask uint64
 	len        uint8
+	memo       bool
 	v          Value
 }
 
@@ -178,9 +183,10 @@ func (d *Decoder) entry(pos, limit int) (v Value, next int, ok bool, err error) 
 }
 
 // readEntry reads the items of a dict from p on: with learn, any keys
-// that are memo reads, noted in e.learned; without, the template's. It
-// returns the position after SETITEMS. It is one function, with the memo
-// reads inlined, as fast() is: calls per value cost more than the reading.
+// that are memo reads or short strings, noted in e.learned; without, the
+// template's. It returns the position after SETITEMS. It is one function,
+// with the memo reads inlined, as fast() is: calls per value cost more
+// than the reading.
 func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 	e := &d.ent
 	buf := d.buf
@@ -206,19 +212,29 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 			return 0, false
 		}
 		if learn {
-			id, n := memoID(buf[p:])
-			u, frozen := m.word(id, mv)
-			if frozen {
-				u = m.frozen.at(id)
+			start, puts := p, e.nputs
+			if buf[p] == opShortBinUnicode {
+				// A key written anew, as torch writes an annotation's: its
+				// bytes, MEMOIZE included, are the template's, if they fit
+				// in a word.
+				var ok bool
+				if p, ok = d.entryString(p, limit, 2*k); !ok || p-start > 8 {
+					return 0, false
+				}
+			} else {
+				id, n := memoID(buf[p:])
+				u, frozen := m.word(id, mv)
+				if frozen {
+					u = m.frozen.at(id)
+				}
+				var ok bool
+				if e.kv[2*k], ok = readable(u); n == 0 || !ok {
+					return 0, false
+				}
+				p += n
 			}
-			key, ok := readable(u)
-			if n == 0 || !ok {
-				return 0, false
-			}
-			e.learned[k] = newEntryKey(buf[p:p+n], key)
+			e.learned[k] = newEntryKey(buf[start:p], e.kv[2*k], e.nputs > puts)
 			e.learnedLen++
-			e.kv[2*k] = key
-			p += n
 		} else {
 			if k >= e.nkeys {
 				return 0, false
@@ -228,6 +244,9 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 				return 0, false
 			}
 			e.kv[2*k] = t.v
+			if t.memo && !e.put(2*k) {
+				return 0, false
+			}
 			p += int(t.len)
 		}
 		if p > limit {
@@ -290,11 +309,11 @@ func memoID(b []byte) (uint64, int) {
 	return 0, 0
 }
 
-func newEntryKey(op []byte, v Value) entryKey {
+func newEntryKey(op []byte, v Value, memo bool) entryKey {
 	var b [8]byte
 	copy(b[:], op)
 	mask := uint64(1)<<(8*len(op)) - 1
-	return entryKey{word: binary.LittleEndian.Uint64(b[:]) & mask, mask: mask, len: uint8(len(op)), v: v}
+	return entryKey{word: binary.LittleEndian.Uint64(b[:]) & mask, mask: mask, len: uint8(len(op)), memo: memo, v: v}
 }
 
 // entryString reads the string at p into e.kv[at], and its MEMOIZE if

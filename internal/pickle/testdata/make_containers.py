@@ -63,6 +63,21 @@ def varied_entries():
     return entries + [entries[3], entries[4]]
 
 
+def annotations():
+    """600 dicts as torch writes external_annotations: the keys "stage" and
+    "name" and both values are new str objects in each (pickled anew and
+    memoized every time), "device" and "time_us" the same object throughout
+    (memo reads after the first), then one of the dicts, a value and a key
+    read again. Protocols 4 and 5 only, as entries_varied."""
+    def key(s):
+        return "".join([s[:1], s[1:]])  # a new str object
+    anns = [{key("stage"): key(["START", "END"][i % 2]), key("name"): "step#%d" % (i // 2),
+             "device": 0, "time_us": 1795270260291544 + i} for i in range(600)]
+    # Read again through the memo: numbered as a reader that memoized
+    # every key and value of the dicts before.
+    return anns + [anns[300], anns[599]["name"], list(anns[598])[1]]
+
+
 frame = {"name": "f", "filename": "/a.py", "line": 3}
 stack = [frame, {"name": "g", "filename": "/a.py", "line": 9}]
 values = {
@@ -87,11 +102,13 @@ values = {
     # Trace-entry-like dicts of changing shapes, which decoder.go's entry
     # reads by template, learns anew, or leaves to fast().
     "entries_varied": varied_entries(),
+    # Annotation-like dicts whose keys are written anew in each.
+    "annotations": annotations(),
 }
 
 cases = []
 for name, v in values.items():
-    for proto in range(4 if name == "entries_varied" else 0, pickle.HIGHEST_PROTOCOL + 1):
+    for proto in range(4 if name in ("entries_varied", "annotations") else 0, pickle.HIGHEST_PROTOCOL + 1):
         cases.append({"name": name, "protocol": proto, "hex": pickle.dumps(v, protocol=proto).hex()})
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "containers.json")
 with open(out, "w") as f:
