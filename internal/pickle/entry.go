@@ -59,8 +59,14 @@ type RecordSink interface {
 	Reusable(lv Value) bool
 }
 
-// listSlots is how many frames lists entry keeps, by their bytes' hash.
-const listSlots = 256
+// listSlots is how many frames lists entry keeps, by their bytes' hash,
+// and maxKeptList the longest it keeps, in bytes: what it holds stays
+// under 256 KiB however long the lists of a hostile file (a list of
+// torch's deep stacks is a few hundred bytes).
+const (
+	listSlots   = 256
+	maxKeptList = 1 << 10
+)
 
 // keptList is a frames list entry keeps: its memo reads, as bytes, and
 // the value the sink gave it, for the fast() call gen.
@@ -366,15 +372,15 @@ func (d *Decoder) entryList(p, limit, at int, keep bool) (int, bool) {
 	}
 	p++
 	if keep {
-		q := p
-		for q <= limit {
+		q, end := p, min(limit, p+maxKeptList)
+		for q <= end {
 			_, n := memoID(buf[q:])
 			if n == 0 {
 				break
 			}
 			q += n
 		}
-		if q <= limit && buf[q] == opAppends && consumed(buf[q+1:d.end], true) {
+		if q <= limit && q-p <= maxKeptList && buf[q] == opAppends && consumed(buf[q+1:d.end], true) {
 			e.listRaw = buf[p:q]
 			e.listAt = int(maphash.Bytes(listSeed, e.listRaw) % listSlots)
 			if k := &e.lists[e.listAt]; k.gen == e.gen && bytes.Equal(k.raw, e.listRaw) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -155,5 +156,38 @@ func TestKeptListAfterMemoRewrite(t *testing.T) {
 	// Before the rewrite and after it, a list is kept and then given.
 	if s.kept < 2 {
 		t.Errorf("%d dicts given a kept list, want at least 2", s.kept)
+	}
+}
+
+// A frames list longer than maxKeptList is read every time, never kept:
+// what entry keeps stays bounded whatever a file's lists.
+func TestLongListNotKept(t *testing.T) {
+	for _, n := range []int{maxKeptList / 2 / 5, maxKeptList/5 + 1} { // LONG_BINGETs of 5 bytes
+		items := strings.Repeat("6a05000000", n) // memo 5, 'x'
+		in := "8004" + "5d94" + "28" +           // EMPTY_LIST MEMOIZE(0) MARK
+			"7d9428" + "8c016194" + "4b01" + "8c016694" + "5d9428" + "8c017894" + "65" + "75" // {'a': 1, 'f': ['x']}
+		for i := 2; i < 12; i++ {
+			in += fmt.Sprintf("7d9428"+"6802"+"4b%02x"+"6803"+"5d9428"+items+"65"+"75", i)
+		}
+		raw, err := hex.DecodeString(in + "65" + "2e")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &recordTreeSink{wholeTreeSink: &wholeTreeSink{treeSink: newTreeSink()}, reuse: true}
+		v, err := NewDecoder(bytes.NewReader(raw), s, DefaultLimits).Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := newTreeSink()
+		generic, err := NewDecoder(bytes.NewReader(raw), g, DefaultLimits).Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(s.plain(v), g.plain(generic)) {
+			t.Errorf("lists of %d items: entry's result differs from the generic path's", n)
+		}
+		if long := 5*n > maxKeptList; long && s.kept > 0 || !long && s.kept == 0 {
+			t.Errorf("lists of %d bytes: %d dicts given a kept list", 5*n, s.kept)
+		}
 	}
 }
