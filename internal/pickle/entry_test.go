@@ -115,23 +115,22 @@ func (s *recordTreeSink) Record(tmpl int, kv []Value, list int, items []Value) (
 	return lv, v, err
 }
 
-// A kept frames list names its items by memo ids, as a template names its
-// keys: after a BINPUT stores another value under one of them, an entry
-// whose list has the same bytes gets the new value, not the kept list.
-func TestKeptListAfterMemoRewrite(t *testing.T) {
-	entry := func(i int) string { // {'a': i, 'f': [memo 5]}
-		return fmt.Sprintf("7d9428"+"6802"+"4b%02x"+"6803"+"5d9428"+"6805"+"65"+"75", i)
-	}
-	in := "8004" + "5d94" + "28" + // EMPTY_LIST MEMOIZE(0) MARK
-		"7d9428" + "8c016194" + "4b01" + "8c016694" + "5d9428" + "8c017894" + "65" + "75" // {'a': 1, 'f': ['x']}: dict 1, 'a' 2, 'f' 3, list 4, 'x' 5
-	for i := 2; i < 6; i++ {
-		in += entry(i)
-	}
-	in += "8c0179" + "7105" + "30" // 'y' BINPUT 5, POP: memo 5 is now 'y'
-	for i := 6; i < 14; i++ {
-		in += entry(i)
-	}
-	raw, err := hex.DecodeString(in + "65" + "2e") // APPENDS STOP
+// keptListHead opens a list and writes its first dict anew: {'a': 1, 'f':
+// ['x']}, memo ids dict 1, 'a' 2, 'f' 3, list 4, 'x' 5 (hex).
+const keptListHead = "8004" + "5d94" + "28" + // EMPTY_LIST MEMOIZE(0) MARK
+	"7d9428" + "8c016194" + "4b01" + "8c016694" + "5d9428" + "8c017894" + "65" + "75"
+
+// keptListEntry is {'a': i, 'f': [items]}, its keys memo reads (hex).
+func keptListEntry(i int, items string) string {
+	return fmt.Sprintf("7d9428"+"6802"+"4b%02x"+"6803"+"5d9428"+"%s"+"65"+"75", i, items)
+}
+
+// decodeKeeping decodes the hex pickle in with a sink that lets lists be
+// kept and by the generic path, fails t unless both give the same, and
+// returns the sink and the generic path's result as JSON.
+func decodeKeeping(t *testing.T, in string) (*recordTreeSink, []byte) {
+	t.Helper()
+	raw, err := hex.DecodeString(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +147,24 @@ func TestKeptListAfterMemoRewrite(t *testing.T) {
 	got, _ := json.Marshal(s.plain(v))
 	want, _ := json.Marshal(g.plain(generic))
 	if !bytes.Equal(got, want) {
-		t.Errorf("got  %s\nwant %s", got, want)
+		t.Errorf("got  %.300s\nwant %.300s", got, want)
 	}
+	return s, want
+}
+
+// A kept frames list names its items by memo ids, as a template names its
+// keys: after a BINPUT stores another value under one of them, an entry
+// whose list has the same bytes gets the new value, not the kept list.
+func TestKeptListAfterMemoRewrite(t *testing.T) {
+	in := keptListHead
+	for i := 2; i < 6; i++ {
+		in += keptListEntry(i, "6805") // memo 5
+	}
+	in += "8c0179" + "7105" + "30" // 'y' BINPUT 5, POP: memo 5 is now 'y'
+	for i := 6; i < 14; i++ {
+		in += keptListEntry(i, "6805")
+	}
+	s, want := decodeKeeping(t, in+"65"+"2e") // APPENDS STOP
 	if !bytes.Contains(want, []byte(`"y"`)) {
 		t.Fatalf("the generic path read no rewritten entry: %s", want)
 	}
@@ -163,29 +178,11 @@ func TestKeptListAfterMemoRewrite(t *testing.T) {
 // what entry keeps stays bounded whatever a file's lists.
 func TestLongListNotKept(t *testing.T) {
 	for _, n := range []int{maxKeptList / 2 / 5, maxKeptList/5 + 1} { // LONG_BINGETs of 5 bytes
-		items := strings.Repeat("6a05000000", n) // memo 5, 'x'
-		in := "8004" + "5d94" + "28" +           // EMPTY_LIST MEMOIZE(0) MARK
-			"7d9428" + "8c016194" + "4b01" + "8c016694" + "5d9428" + "8c017894" + "65" + "75" // {'a': 1, 'f': ['x']}
+		in := keptListHead
 		for i := 2; i < 12; i++ {
-			in += fmt.Sprintf("7d9428"+"6802"+"4b%02x"+"6803"+"5d9428"+items+"65"+"75", i)
+			in += keptListEntry(i, strings.Repeat("6a05000000", n)) // memo 5, n times
 		}
-		raw, err := hex.DecodeString(in + "65" + "2e")
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &recordTreeSink{wholeTreeSink: &wholeTreeSink{treeSink: newTreeSink()}, reuse: true}
-		v, err := NewDecoder(bytes.NewReader(raw), s, DefaultLimits).Decode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := newTreeSink()
-		generic, err := NewDecoder(bytes.NewReader(raw), g, DefaultLimits).Decode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(s.plain(v), g.plain(generic)) {
-			t.Errorf("lists of %d items: entry's result differs from the generic path's", n)
-		}
+		s, _ := decodeKeeping(t, in+"65"+"2e")
 		if long := 5*n > maxKeptList; long && s.kept > 0 || !long && s.kept == 0 {
 			t.Errorf("lists of %d bytes: %d dicts given a kept list", 5*n, s.kept)
 		}
