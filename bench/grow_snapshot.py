@@ -19,7 +19,11 @@ What the grown file looks like
   and stays monotonic within a device trace.
 * `external_annotations` = the seed's list, then the seed's list again for every
   repetition r >= 1, shifted the same way (START/END pairs stay balanced per
-  repetition because the whole list is repeated).
+  repetition because the whole list is repeated).  A repetition's strings, dict
+  keys among them, are new objects where the seed's are its own (pickled anew),
+  and the seed's objects where it shares them (memo reads): torch writes an
+  annotation's "stage" and "name" keys anew in every dict, its trace entries'
+  keys once.
 
 Consistency (what a replay of the grown file sees)
 --------------------------------------------------
@@ -468,7 +472,10 @@ class Grower:
         if t is dict:
             if key is not None and self.shared(v):
                 return v          # frame dicts stay the same objects
-            return {kk: self.copy_value(x, r, kk) for kk, x in v.items()}
+            # A key is copied as a value is: torch writes an annotation's
+            # "stage" and "name" anew in each dict, its trace entries' keys
+            # once (the same objects throughout).
+            return {self.copy_value(kk, r): self.copy_value(x, r, kk) for kk, x in v.items()}
         if t is tuple and not self.shared(v):
             return tuple([self.copy_value(x, r) for x in v])
         return v
@@ -578,7 +585,7 @@ class Grower:
 
             def kv(kk, x):
                 self.stream_fresh(w, x, r, kk)
-            w.dict_items(v.items(), len(v), w.save, None, kv)
+            w.dict_items(v.items(), len(v), lambda kk: self.stream_fresh(w, kk, r), None, kv)
         elif t is tuple and not self.shared(v):
             n = len(v)
             if n == 0:
