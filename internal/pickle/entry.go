@@ -294,7 +294,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 			}
 		case opEmptyList:
 			var ok bool
-			if p, ok = d.entryList(p, limit, at, !learn && e.compiled); !ok {
+			if p, ok = d.entryList(p, limit, at, mv, !learn && e.compiled); !ok {
 				return 0, false
 			}
 		default:
@@ -349,10 +349,11 @@ func (d *Decoder) entryString(p, limit, at int) (int, bool) {
 }
 
 // entryList reads the list whose EMPTY_LIST is at p, the value at
-// e.kv[at]: memoized or not, empty or a batch of memo reads. With keep
-// (the dict is to be built by Record), a batch of memo reads that a kept
-// list has is not read: e.listHit.
-func (d *Decoder) entryList(p, limit, at int, keep bool) (int, bool) {
+// e.kv[at]: memoized or not, empty or a batch of memo reads, through
+// readEntry's view of the memo. With keep (the dict is to be built by
+// Record), a batch of memo reads that a kept list has is not read:
+// e.listHit.
+func (d *Decoder) entryList(p, limit, at int, mv view, keep bool) (int, bool) {
 	e := &d.ent
 	buf := d.buf
 	m := &d.memo
@@ -389,8 +390,6 @@ func (d *Decoder) entryList(p, limit, at int, keep bool) (int, bool) {
 			}
 		}
 	}
-	mv := e.view
-	mv.n = m.n
 	for p <= limit {
 		id, n := memoID(buf[p:])
 		if n == 0 {
