@@ -178,13 +178,34 @@ func bestLine(pl *placer, peak int64, groups []SiteGroup) *TransientLine {
 			pl = newPlacer(pl.sn, tl, pl.f)
 		}
 		blocks := make([][]replay.Allocation, len(groups))
+		// The group of each stack whose blocks all have its own keys (-2:
+		// not known yet, -1: none of groups): a string's hash and a whole
+		// Allocation per block cost bestLine half its time on the 996 MB
+		// bench file.
+		byStack := make([]int32, pl.sn.NumStacks())
+		for s := range byStack {
+			byStack[s] = -2
+		}
 		for k := lo; k < hi; k++ {
-			if start, free, _ := tl.Lifetime(k); start == replay.BeforeRecording || free == replay.LiveAtEnd {
+			start, free, _ := tl.Lifetime(k)
+			if start == replay.BeforeRecording || free == replay.LiveAtEnd {
 				continue
 			}
-			a := tl.Allocation(k)
-			if i, ok := want[pl.allocKeys(&a).key]; ok {
-				blocks[i] = append(blocks[i], a)
+			// A traced block's stack is its alloc event's.
+			stack := tl.Trace.At(start).Stack
+			i := byStack[stack]
+			if i == -2 {
+				ks, own := pl.keysAt(stack, int32(start))
+				i = -1
+				if g, ok := want[ks.key]; ok {
+					i = int32(g)
+				}
+				if own {
+					byStack[stack] = i
+				}
+			}
+			if i >= 0 {
+				blocks[i] = append(blocks[i], tl.Allocation(k))
 			}
 		}
 		parts[part] = blocks

@@ -120,25 +120,36 @@ func (p *placer) allocCall(k int) (Place, *BackwardCall) {
 // places (building each place and its key took bestLine 1.8 s of the
 // 996 MB bench file's 2.5 s explain).
 func (p *placer) allocKeys(a *replay.Allocation) placeKeys {
-	sk := &p.stackKeys[a.Stack]
+	ks, _ := p.keysAt(a.Stack, a.Start)
+	return ks
+}
+
+// keysAt is allocKeys of a block allocated at event start with stack, and
+// whether they are the stack's own: the same for every block allocated
+// there, which callers may then memoize by stack.
+func (p *placer) keysAt(stack snapshot.StackID, start int32) (ks placeKeys, own bool) {
+	sk := &p.stackKeys[stack]
 	if !sk.done {
-		pl := p.stack(a.Stack)
-		*sk = stackKeys{done: true, engine: p.engineThread(a.Stack, pl), placeKeys: keysOf(pl, a.Stack)}
+		pl := p.stack(stack)
+		*sk = stackKeys{done: true, engine: p.engineThread(stack, pl), placeKeys: keysOf(pl, stack)}
 	}
-	if !sk.engine || a.Start == replay.BeforeRecording {
-		return sk.placeKeys
+	if !sk.engine {
+		return sk.placeKeys, true
 	}
-	call := p.scan().during(int(a.Start))
+	if start == replay.BeforeRecording {
+		return sk.placeKeys, false
+	}
+	call := p.scan().during(int(start))
 	if call == nil {
-		return sk.placeKeys
+		return sk.placeKeys, false
 	}
-	id := callPlace{a.Stack, call.stack}
+	id := callPlace{stack, call.stack}
 	ks, ok := p.callKeys[id]
 	if !ok {
-		ks = keysOf(inCall(p.stack(a.Stack), call), a.Stack)
+		ks = keysOf(inCall(p.stack(stack), call), stack)
 		p.callKeys[id] = ks
 	}
-	return ks
+	return ks, false
 }
 
 func keysOf(pl Place, stack snapshot.StackID) placeKeys {
