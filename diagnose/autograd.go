@@ -83,7 +83,10 @@ type engineScan struct {
 	events *snapshot.Cursor
 	n      int // events
 	f      *callsite.Filter
-	python map[snapshot.StackID]bool
+	// python memoizes hasPython by stack id (0: not known yet, 1: no, 2:
+	// yes): a byte a stack, not a map, as it is asked about nearly every
+	// event of a pass. calls memoizes callOf, asked once per run of events.
+	python []uint8
 	calls  map[snapshot.StackID]*BackwardCall
 	// run is the last run of events without Python frames asked about:
 	// events lo < i < hi, and its call.
@@ -92,7 +95,7 @@ type engineScan struct {
 }
 
 func newEngineScan(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filter) *engineScan {
-	return &engineScan{sn: sn, events: tr.Cursor(), n: tr.Len(), f: f, python: map[snapshot.StackID]bool{}, calls: map[snapshot.StackID]*BackwardCall{}, lo: -1, hi: -1}
+	return &engineScan{sn: sn, events: tr.Cursor(), n: tr.Len(), f: f, python: make([]uint8, sn.NumStacks()), calls: map[snapshot.StackID]*BackwardCall{}, lo: -1, hi: -1}
 }
 
 // during returns the backward() call that event i happened in, judged by
@@ -153,16 +156,20 @@ func (s *engineScan) hasPython(id snapshot.StackID) bool {
 	if id == snapshot.NoStack {
 		return false
 	}
-	py, ok := s.python[id]
-	if !ok {
-		for _, fid := range s.sn.Stack(id) {
-			if fr := s.sn.Frames[fid]; fr.Line != 0 && fr.Line != snapshot.UnknownLine && strings.HasSuffix(fr.Filename, ".py") {
-				py = true
-				break
-			}
+	if known := s.python[id]; known != 0 {
+		return known == 2
+	}
+	py := false
+	for _, fid := range s.sn.Stack(id) {
+		if fr := s.sn.Frames[fid]; fr.Line != 0 && fr.Line != snapshot.UnknownLine && strings.HasSuffix(fr.Filename, ".py") {
+			py = true
+			break
 		}
-		py = py && !engineStack(s.sn, id)
-		s.python[id] = py
+	}
+	py = py && !engineStack(s.sn, id)
+	s.python[id] = 1
+	if py {
+		s.python[id] = 2
 	}
 	return py
 }
