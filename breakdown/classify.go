@@ -272,7 +272,7 @@ func (ev *Events) scan() {
 					p = phaseZeroGrad
 				}
 			}
-			if p == phaseNone && scan.During(i) != nil {
+			if p == phaseNone && scan.During(i, e.Stack) != nil {
 				p = phaseBackward
 			}
 			ev.phases[i] = p

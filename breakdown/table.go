@@ -120,7 +120,7 @@ func (b *Breakdown) groupName(by By, a *replay.Allocation, l Label) string {
 // backward() call whose engine allocated it.
 func (b *Breakdown) site(a *replay.Allocation) string {
 	if a.Start >= 0 && (a.Stack == snapshot.EmptyStack || a.Stack == snapshot.NoStack) {
-		if call := b.scan.During(int(a.Start)); call != nil {
+		if call := b.scan.During(int(a.Start), a.Stack); call != nil {
 			return call.String()
 		}
 	}

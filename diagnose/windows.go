@@ -29,23 +29,19 @@ func AnnotationWindows(anns []snapshot.Annotation, device int, tr snapshot.Trace
 
 // BackwardScan tells which backward() call a trace event without Python
 // frames happened in, as findings place the autograd engine's blocks.
-type BackwardScan struct {
-	s *engineScan
-	// events reads the events asked about, apart from the scan's cursor,
-	// which runs ahead to the next event with Python frames: sharing one
-	// cursor unpacked a block again at each turn.
-	events *snapshot.Cursor
-}
+type BackwardScan struct{ s *engineScan }
 
 // NewBackwardScan scans tr; f decides which frames are the user's.
 func NewBackwardScan(sn *snapshot.Snapshot, tr snapshot.Trace, f *callsite.Filter) *BackwardScan {
-	return &BackwardScan{s: newEngineScan(sn, tr, f), events: tr.Cursor()}
+	return &BackwardScan{s: newEngineScan(sn, tr, f)}
 }
 
-// During returns the backward() call that event i happened in, or nil
-// when i has Python frames of its own or no call surrounds it.
-func (b *BackwardScan) During(i int) *BackwardCall {
-	if b.s.hasPython(b.events.At(i).Stack) {
+// During returns the backward() call that event i, whose stack is stack,
+// happened in, or nil when stack has Python frames or no call surrounds
+// it. The caller has the event: reading it here again unpacked each event
+// of the breakdown's pass twice.
+func (b *BackwardScan) During(i int, stack snapshot.StackID) *BackwardCall {
+	if b.s.hasPython(stack) {
 		return nil
 	}
 	return b.s.during(i)
