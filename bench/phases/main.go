@@ -6,11 +6,14 @@
 // whole-command numbers; this splits them so a regression can be placed.
 // With -only decode it decodes alone, as bench/run_pairs.sh times two
 // builds' decoders side by side; with -only analyze it decodes and
-// analyzes, as the command does. -trace writes a runtime execution trace,
+// analyzes, as the command does; with -only findings it decodes and
+// replays, then times each of the parts of analyze that read the trace
+// and the timeline (run side by side there) one after the other, each on
+// every core. -trace writes a runtime execution trace,
 // which shows how many cores each stage keeps busy (bench/tracecores
 // reads it).
 //
-//	go run ./bench/phases [-runs 3] [-only decode|analyze] [-cpuprofile cpu.pb.gz] [-trace t.out] FILE
+//	go run ./bench/phases [-runs 3] [-only decode|analyze|findings] [-cpuprofile cpu.pb.gz] [-trace t.out] FILE
 //	go tool pprof -top -tagfocus phase=replay cpu.pb.gz
 package main
 
@@ -27,6 +30,7 @@ import (
 	"time"
 
 	"github.com/vramscope/vramscope/analyze"
+	"github.com/vramscope/vramscope/breakdown"
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/inputs"
@@ -37,11 +41,11 @@ import (
 func main() {
 	runs := flag.Int("runs", 1, "repetitions (each in this process; RSS is the process peak)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of all phases to `FILE`")
-	only := flag.String("only", "", "run only the `decode` phase, or decode and analyze")
+	only := flag.String("only", "", "run only the `decode` phase, or decode and analyze, or decode, replay and the findings' parts")
 	traceOut := flag.String("trace", "", "write a runtime execution trace to `FILE`")
 	flag.Parse()
-	if flag.NArg() != 1 || *only != "" && *only != "decode" && *only != "analyze" {
-		fmt.Fprintln(os.Stderr, "usage: phases [-runs N] [-only decode|analyze] [-cpuprofile F] [-trace F] FILE")
+	if flag.NArg() != 1 || *only != "" && *only != "decode" && *only != "analyze" && *only != "findings" {
+		fmt.Fprintln(os.Stderr, "usage: phases [-runs N] [-only decode|analyze|findings] [-cpuprofile F] [-trace F] FILE")
 		os.Exit(1)
 	}
 	path := flag.Arg(0)
@@ -73,6 +77,10 @@ func main() {
 		}
 		if *only == "analyze" {
 			analyzePhase(r, mb, path, sn)
+			continue
+		}
+		if *only == "findings" {
+			findingsPhases(r, mb, sn, filter)
 			continue
 		}
 		var tls []*replay.Timeline
@@ -119,6 +127,51 @@ func analyzePhase(run int, mb float64, path string, sn *snapshot.Snapshot) {
 		analyze.New(analyze.Options{}).AddSnapshot(inputs.Input{Path: path}, sn)
 		return nil
 	})
+}
+
+// findingsPhases replays sn, then runs the parts of analyze's work on each
+// traced device as phases of their own: the breakdown's read of the events
+// and the steps (beside the replay in analyze), then the leak analysis,
+// the breakdown's labels and report, and explain (side by side in analyze).
+func findingsPhases(run int, mb float64, sn *snapshot.Snapshot, filter *callsite.Filter) {
+	var tls []*replay.Timeline
+	phase(run, "replay", mb, func() (err error) {
+		tls, err = replay.Devices(sn)
+		return err
+	})
+	for _, tl := range tls {
+		if tl.Len() < 2 {
+			continue
+		}
+		tr := tl.Trace
+		var ev *breakdown.Events
+		var steps diagnose.Steps
+		var b *breakdown.Breakdown
+		phase(run, "events", mb, func() error {
+			ev = breakdown.ReadEvents(sn, tl.Device, tr, breakdown.Options{Filter: filter})
+			return nil
+		})
+		phase(run, "steps", mb, func() error {
+			steps = diagnose.TraceSteps(sn, tl.Device, tr, filter)
+			return nil
+		})
+		phase(run, "leak", mb, func() error {
+			diagnose.Leak(sn, tl, steps, filter).Findings()
+			return nil
+		})
+		phase(run, "classify", mb, func() error {
+			b = ev.Classify(tl)
+			return nil
+		})
+		phase(run, "report", mb, func() error {
+			b.Report(steps)
+			return nil
+		})
+		phase(run, "explain", mb, func() error {
+			_, err := diagnose.ExplainAdvising(sn, tl, filter)
+			return err
+		})
+	}
 }
 
 // phase runs f as one phase, in a trace region of its name. The CPU
