@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/vramscope/vramscope/allocator"
-	"github.com/vramscope/vramscope/internal/hugepage"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
@@ -30,16 +29,17 @@ func (r *replayer) run(st stages) {
 	t := r.t
 	ps := r.placers()
 	n := r.tr.Len()
-	// Hundreds of MB of fresh output on the 996 MB bench file: on huge
-	// pages (newSeries advises its own), replay took 0.60-0.67 s instead
-	// of 0.82-0.90 s (page faults).
+	// Hundreds of MB of fresh output on the 996 MB bench file, on the
+	// system's pages: advised for huge pages, they once cut the page
+	// faults, but the replay now took 0.96-1.04 s instead of 0.73-0.75 s
+	// on one core of the dev VM (first touches zeroing 2 MiB at a time),
+	// and no less on the GPU host (bench/RESULTS.md).
 	t.allocated, t.active = newSeries(n, allocator.MinBlockBits), newSeries(n, allocator.MinBlockBits)
 	t.waste = newSeries(n, 0)
 	// The recorder writes each traced alloc's record, and its free and
 	// end: records are kept in place, not appended.
 	initial := len(t.allocs)
 	allocs := make([]allocRecord, initial+r.counts[snapshot.ActionAlloc])
-	hugepage.Advise(allocs)
 	copy(allocs, t.allocs)
 	t.allocs = allocs
 	t.poolInitial = append([]Sample(nil), r.pools[1:]...)

@@ -3,8 +3,6 @@ package replay
 import (
 	"math"
 	"slices"
-
-	"github.com/vramscope/vramscope/internal/hugepage"
 )
 
 // A series is coded in blocks of blockLen consecutive events.
@@ -58,7 +56,6 @@ func newSeries(n int, shift uint8) series {
 		blocks: make([]seriesBlock, (n+blockMask)>>blockBits),
 		high:   make([]uint16, blockLen),
 	}
-	hugepage.Advise(s.blocks)
 	return s
 }
 
@@ -106,7 +103,6 @@ func (s *series) set(i int, v int64) {
 	}
 	if s.wide == nil {
 		wide := make([]int64, s.n)
-		hugepage.Advise(wide)
 		first := i &^ blockMask // the first event of i's block, which is not sealed
 		for k := range first {
 			wide[k] = s.at(k)
