@@ -61,6 +61,27 @@ func newSeries(n int, shift uint8) series {
 
 func (s *series) len() int { return s.n }
 
+// maxIn returns the largest value of events lo..hi-1 (lo < hi), a block
+// at a time where a block lies wholly inside: its largest offset, found
+// without decoding each value.
+func (s *series) maxIn(lo, hi int) int64 {
+	if s.wide != nil {
+		return slices.Max(s.wide[lo:hi])
+	}
+	best := int64(math.MinInt64)
+	for i := lo; i < hi; {
+		b := &s.blocks[i>>blockBits]
+		if i&blockMask != 0 || hi-i < blockLen || b.high != 0 {
+			best = max(best, s.at(i))
+			i++
+			continue
+		}
+		best = max(best, int64(b.base+uint32(slices.Max(b.low[:])))<<(s.shift&63))
+		i += blockLen
+	}
+	return best
+}
+
 func (s *series) at(i int) int64 {
 	if s.wide != nil {
 		return s.wide[i]

@@ -39,10 +39,10 @@ func with(values []int64, i int, v int64) []int64 {
 	return values
 }
 
-// TestSeries writes series and reads every value back: blocks of offsets
-// that fit in 16 bits, blocks that keep high halves, partial last blocks,
-// and values that do not fit, which move the whole series, earlier values
-// (sealed or staged) included, to int64s.
+// TestSeries writes series and reads every value back, and the largest of
+// every range: blocks of offsets that fit in 16 bits, blocks that keep high
+// halves, partial last blocks, and values that do not fit, which move the
+// whole series, earlier values (sealed or staged) included, to int64s.
 func TestSeries(t *testing.T) {
 	const unit = 1 << allocator.MinBlockBits
 	tests := []struct {
@@ -58,6 +58,8 @@ func TestSeries(t *testing.T) {
 		{"31 events", allocator.MinBlockBits, steps(31, 1<<40, -1000*unit), 0},
 		{"32 events", allocator.MinBlockBits, steps(32, 0, 2000*unit), 0},
 		{"33 events", allocator.MinBlockBits, steps(33, 5*unit, 2000*unit), 0},
+		{"falling over 3 blocks", allocator.MinBlockBits, steps(96, 1<<30, -3*unit), 0},
+		{"a peak inside a block", allocator.MinBlockBits, with(steps(64, 1<<30, 0), 40, 1<<30+9*unit), 0},
 		{"block sizes", allocator.MinBlockBits, []int64{0, 512, 3 * 512, 1 << 40, (1<<32 - 1) << allocator.MinBlockBits, 0}, 1},
 		{"range of 2^16-1 units", allocator.MinBlockBits, []int64{10 * unit, (10 + 1<<16 - 1) * unit, 10 * unit}, 0},
 		{"range of 2^16 units", allocator.MinBlockBits, []int64{10 * unit, (10 + 1<<16) * unit, 10 * unit}, 1},
@@ -84,6 +86,15 @@ func TestSeries(t *testing.T) {
 			for i, v := range tt.values {
 				if got := s.at(i); got != v {
 					t.Errorf("at(%d) = %d, want %d", i, got, v)
+				}
+			}
+			// maxIn over every range: whole blocks, parts of blocks,
+			// blocks with high halves, wide series.
+			for lo := range tt.values {
+				for hi := lo + 1; hi <= len(tt.values); hi++ {
+					if got, want := s.maxIn(lo, hi), slices.Max(tt.values[lo:hi]); got != want {
+						t.Fatalf("maxIn(%d, %d) = %d, want %d", lo, hi, got, want)
+					}
 				}
 			}
 			highs := -1

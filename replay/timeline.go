@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -210,6 +211,20 @@ func (t *Timeline) Value(m Metric, i int) int64 {
 		return t.active.at(i)
 	}
 	return t.reservedAt(i)
+}
+
+// MaxIn returns the largest value of series m (Allocated or Active) right
+// after events lo..hi-1, lo < hi: a pass that looks for values above a
+// bound skips the stretches whose largest is not, at a fraction of reading
+// each value.
+func (t *Timeline) MaxIn(m Metric, lo, hi int) int64 {
+	switch m {
+	case Allocated:
+		return t.allocated.maxIn(lo, hi)
+	case Active:
+		return t.active.maxIn(lo, hi)
+	}
+	panic(fmt.Sprintf("replay: MaxIn of %v", m))
 }
 
 // At returns every series right after event i (BeforeRecording: initial).
