@@ -78,3 +78,45 @@ func TestStepPeaksAndReportInRanges(t *testing.T) {
 		t.Errorf("%d traces had several categories over 4 ranges of blocks, want 20+", reports)
 	}
 }
+
+// TestPhasesSettleRuns checks the events' phases, whose runs without
+// Python frames the pass settles at their ends, against During asked for
+// every event, in one range and in ranges of 7 events on 4 cores, on every
+// fixture.
+func TestPhasesSettleRuns(t *testing.T) {
+	defer func(n int) { rangeLen = n }(rangeLen)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	f, _ := callsite.NewFilter("", "")
+	backward := 0
+	for d := range replaytest.Fixtures(t) {
+		sn, tr, file, n := d.Sn, d.Tl.Trace, d.File, d.Tl.Device
+		for _, l := range []int{1 << 30, 7} {
+			rangeLen = l
+			ev := ReadEvents(sn, n, tr, Options{Filter: f})
+			scan := diagnose.NewBackwardScan(sn, tr, f)
+			for i := range tr.Len() {
+				want := ev.info(tr.At(i).Stack).phase
+				if want == phaseNone || want == phaseTop {
+					switch {
+					case inWindow(ev.optim, i) >= 0:
+						want = phaseOptimizer
+					case inWindow(ev.zero, i) >= 0:
+						want = phaseZeroGrad
+					}
+				}
+				if want == phaseNone && scan.During(i, tr.At(i).Stack) != nil {
+					want = phaseBackward
+					if l == 7 {
+						backward++
+					}
+				}
+				if ev.phases[i] != want {
+					t.Fatalf("%s device %d, ranges of %d: event %d in %v, During says %v", file, n, l, i, ev.phases[i], want)
+				}
+			}
+		}
+	}
+	if backward < 1000 {
+		t.Errorf("%d events placed in a backward() call by During, want 1000+", backward)
+	}
+}

@@ -118,6 +118,29 @@ func TestBackwardAttribution(t *testing.T) {
 			if found == 0 {
 				t.Fatal("no engine blocks")
 			}
+			// InCall, given the stacks of the events with Python frames
+			// around a run, says what During says of each of its events.
+			scan, tr := NewBackwardScan(sn, tl.Trace, f), tl.Trace
+			for i := range tr.Len() {
+				stack := tr.At(i).Stack
+				if scan.HasPython(stack) {
+					continue
+				}
+				before, after := snapshot.NoStack, snapshot.NoStack
+				for lo := i - 1; lo >= 0 && before == snapshot.NoStack; lo-- {
+					if s := tr.At(lo).Stack; scan.HasPython(s) {
+						before = s
+					}
+				}
+				for hi := i + 1; hi < tr.Len() && after == snapshot.NoStack; hi++ {
+					if s := tr.At(hi).Stack; scan.HasPython(s) {
+						after = s
+					}
+				}
+				if in, during := scan.InCall(before, after), scan.During(i, stack); in != (during != nil) {
+					t.Errorf("event %d: InCall %v, During %v", i, in, during)
+				}
+			}
 		})
 	}
 }

@@ -47,6 +47,20 @@ func (b *BackwardScan) During(i int, stack snapshot.StackID) *BackwardCall {
 	return b.s.during(i)
 }
 
+// HasPython reports whether a stack is a Python thread's of the program
+// (not the autograd engine's running a hook): the events that bound a run
+// of the engine's, as During finds them.
+func (b *BackwardScan) HasPython(stack snapshot.StackID) bool { return b.s.hasPython(stack) }
+
+// InCall reports whether the events without Python frames between an event
+// with stack before and the next with stack after, both with Python frames
+// (NoStack: no such event), happened inside a backward() call: whether
+// During of each of them is not nil. A pass over the events in order can
+// so settle each run of them when it meets its end, without reading ahead.
+func (b *BackwardScan) InCall(before, after snapshot.StackID) bool {
+	return before != snapshot.NoStack && b.s.callOf(before) != nil || after != snapshot.NoStack && b.s.callOf(after) != nil
+}
+
 // BackwardEntry names the autograd API whose frame fr is ("backward()",
 // "torch.autograd.grad()"), or "" when fr is none.
 func BackwardEntry(fr snapshot.Frame) string { return backwardEntry(fr) }
