@@ -128,20 +128,16 @@ func (p *placer) allocKeys(a *replay.Allocation) placeKeys {
 // whether they are the stack's own: the same for every block allocated
 // there, which callers may then memoize by stack.
 func (p *placer) keysAt(stack snapshot.StackID, start int32) (ks placeKeys, own bool) {
-	sk := &p.stackKeys[stack]
-	if !sk.done {
-		pl := p.stack(stack)
-		*sk = stackKeys{done: true, engine: p.engineThread(stack, pl), placeKeys: keysOf(pl, stack)}
-	}
-	if !sk.engine {
-		return sk.placeKeys, true
+	ks, engine := p.ownKeys(stack)
+	if !engine {
+		return ks, true
 	}
 	if start == replay.BeforeRecording {
-		return sk.placeKeys, false
+		return ks, false
 	}
 	call := p.scan().during(int(start))
 	if call == nil {
-		return sk.placeKeys, false
+		return ks, false
 	}
 	id := callPlace{stack, call.stack}
 	ks, ok := p.callKeys[id]
@@ -150,6 +146,18 @@ func (p *placer) keysAt(stack snapshot.StackID, start int32) (ks placeKeys, own 
 		p.callKeys[id] = ks
 	}
 	return ks, false
+}
+
+// ownKeys are the keys of a stack's own place, and whether a block
+// allocated there may be the autograd engine's, whose place is then its
+// backward() call's where it was allocated in one (keysAt).
+func (p *placer) ownKeys(stack snapshot.StackID) (placeKeys, bool) {
+	sk := &p.stackKeys[stack]
+	if !sk.done {
+		pl := p.stack(stack)
+		*sk = stackKeys{done: true, engine: p.engineThread(stack, pl), placeKeys: keysOf(pl, stack)}
+	}
+	return sk.placeKeys, sk.engine
 }
 
 func keysOf(pl Place, stack snapshot.StackID) placeKeys {
