@@ -229,7 +229,7 @@ func bestLine(pl *placer, peak int64, groups []SiteGroup) *TransientLine {
 				// (most of bestLine's time on the 996 MB bench file).
 				own := !engine || !inCall && !wanted
 				if !own {
-					ks, _ = pl.keysAt(stack, int32(start))
+					ks = pl.keysAt(stack, int32(start))
 					g, wanted = want[ks.key]
 				}
 				i = -1

@@ -120,24 +120,18 @@ func (p *placer) allocCall(k int) (Place, *BackwardCall) {
 // places (building each place and its key took bestLine 1.8 s of the
 // 996 MB bench file's 2.5 s explain).
 func (p *placer) allocKeys(a *replay.Allocation) placeKeys {
-	ks, _ := p.keysAt(a.Stack, a.Start)
-	return ks
+	return p.keysAt(a.Stack, a.Start)
 }
 
-// keysAt is allocKeys of a block allocated at event start with stack, and
-// whether they are the stack's own: the same for every block allocated
-// there, which callers may then memoize by stack.
-func (p *placer) keysAt(stack snapshot.StackID, start int32) (ks placeKeys, own bool) {
+// keysAt is allocKeys of a block allocated at event start with stack.
+func (p *placer) keysAt(stack snapshot.StackID, start int32) placeKeys {
 	ks, engine := p.ownKeys(stack)
-	if !engine {
-		return ks, true
-	}
-	if start == replay.BeforeRecording {
-		return ks, false
+	if !engine || start == replay.BeforeRecording {
+		return ks
 	}
 	call := p.scan().during(int(start))
 	if call == nil {
-		return ks, false
+		return ks
 	}
 	id := callPlace{stack, call.stack}
 	ks, ok := p.callKeys[id]
@@ -145,7 +139,7 @@ func (p *placer) keysAt(stack snapshot.StackID, start int32) (ks placeKeys, own 
 		ks = keysOf(inCall(p.stack(stack), call), stack)
 		p.callKeys[id] = ks
 	}
-	return ks, false
+	return ks
 }
 
 // ownKeys are the keys of a stack's own place, and whether a block
