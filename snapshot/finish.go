@@ -113,7 +113,11 @@ func (b *builder) annotationsOf(v pickle.Value) ([]Annotation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]Annotation(nil), b.anns[r.start:r.start+r.n]...), nil
+	out := make([]Annotation, r.n)
+	for i, a := range b.anns[r.start : r.start+r.n] {
+		out[i] = Annotation{Stage: b.sn.strings[a.stage], Name: b.sn.strings[a.name], Device: a.device, TimeUS: a.timeUS}
+	}
+	return out, nil
 }
 
 func (b *builder) settingsOf(v pickle.Value) (*AllocatorSettings, error) {
