@@ -103,6 +103,7 @@ type builder struct {
 	// appendedN then: until then only the goroutines appending touch it.
 	appended  chan struct{}
 	appendedN int
+	first     arenaFirst // firstEvent's
 	segs      []Segment
 	anns      []annotation
 	hist      []history

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"fmt"
 	"iter"
 	"slices"
 
@@ -299,37 +300,66 @@ func (a *eventArena) appendArena(t *eventArena, ctx func(Context) Context) {
 		}
 		a.wide = append(a.wide, t.wide...)
 	}
-	for _, i := range t.others {
+	a.appendCut(t.cutFor(a.n))
+}
+
+// tailChunks are a tail's events cut to follow the n events of an arena
+// (cutFor): head fills that arena's last chunk and chunks follow it whole.
+type tailChunks struct {
+	n      int
+	head   []packedEvent
+	chunks [][]packedEvent
+	events int
+	others []int // the indices among the tail's events of those not block events
+}
+
+// cutFor cuts t's events, which are to follow the n events of another
+// arena, so that appendCut puts them there without moving them again: the
+// first, as many as that arena's last chunk has room for, go to head, and
+// the rest move down so that each of t's chunks starts where one of that
+// arena's will. It reads and writes t alone, so a merged tail is cut while
+// the tails before it are still being appended (split.go); t is left
+// empty.
+func (t *eventArena) cutFor(n int) tailChunks {
+	c := tailChunks{n: n, events: t.n, others: t.others}
+	room := min((eventChunkLen-n%eventChunkLen)%eventChunkLen, t.n)
+	src := t.chunks
+	for j := 0; j < len(src) && len(c.head) < room; j++ {
+		c.head = append(c.head, src[j][:min(room-len(c.head), len(src[j]))]...)
+	}
+	if room < t.n {
+		// Each chunk takes the rest of its own events and the first of the
+		// next one's (room < eventChunkLen: src[0] is full if room > 0).
+		for j := range src {
+			k := src[j]
+			m := copy(k, k[min(room, len(k)):])
+			k = k[:m]
+			if j+1 < len(src) {
+				k = append(k, src[j+1][:min(room, len(src[j+1]))]...)
+			}
+			if len(k) > 0 {
+				c.chunks = append(c.chunks, k)
+			}
+		}
+	}
+	*t = eventArena{}
+	return c
+}
+
+// appendCut appends a tail's events cut for a's length (cutFor).
+func (a *eventArena) appendCut(c tailChunks) {
+	if a.n != c.n {
+		panic(fmt.Sprintf("snapshot: events cut to follow %d events appended after %d", c.n, a.n))
+	}
+	for _, i := range c.others {
 		a.others = append(a.others, a.n+i)
 	}
-	// Fill a's last chunk, then shift t's events down by as many, chunk by
-	// chunk: a chunk takes the rest of its own events and the head of the
-	// next one's.
-	taken := 0
-	if k := len(a.chunks) - 1; len(a.chunks[k]) < eventChunkLen {
-		room := eventChunkLen - len(a.chunks[k])
-		for j := 0; j < len(src) && taken < room; j++ {
-			n := min(room-taken, len(src[j]))
-			a.chunks[k] = append(a.chunks[k], src[j][:n]...)
-			taken += n
-		}
+	if len(c.head) > 0 {
+		k := len(a.chunks) - 1
+		a.chunks[k] = append(a.chunks[k], c.head...)
 	}
-	if taken < t.n {
-		shift := taken % eventChunkLen // taken < eventChunkLen: src[0] is full if taken > 0
-		for j := range src {
-			c := src[j]
-			n := copy(c, c[min(shift, len(c)):])
-			c = c[:n]
-			if j+1 < len(src) {
-				c = append(c, src[j+1][:min(shift, len(src[j+1]))]...)
-			}
-			if len(c) > 0 {
-				a.chunks = append(a.chunks, c)
-			}
-		}
-	}
-	a.n += t.n
-	*t = eventArena{}
+	a.chunks = append(a.chunks, c.chunks...)
+	a.n += c.events
 }
 
 func (a *eventArena) context(i int) Context {

@@ -162,6 +162,69 @@ func TestAppendArena(t *testing.T) {
 	}
 }
 
+// TestCutAhead cuts a tail's events for the head's length before the
+// head holds them all, as a merge does while the tails before it are
+// appended (split.go), then appends them: every event lands where it
+// would have, for heads that end mid-chunk, on a chunk boundary and inside
+// their first chunk, and tails that fit the room left and that span many
+// chunks.
+func TestCutAhead(t *testing.T) {
+	event := func(i int) Event {
+		e := Event{Addr: uint64(i) * 512, Size: 512, TimeUS: int64(i), Stack: StackID(i % 11), Action: ActionAlloc}
+		if i%997 == 3 {
+			e.Action = ActionSegmentAlloc // one of Others
+		}
+		return e
+	}
+	for _, tc := range []struct {
+		name       string
+		head, tail int
+	}{
+		{"head ends mid-chunk", eventChunkLen + 3, 2*eventChunkLen + 5},
+		{"head ends on a chunk boundary", eventChunkLen, eventChunkLen + 1},
+		{"tail fits the head's last chunk", 10, 20},
+		{"tail fills the head's last chunk exactly", eventChunkLen - 7, 7},
+		{"many chunks", eventChunkLen/2 + 1, 5*eventChunkLen + 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var head, tail eventArena
+			for i := range tc.head {
+				head.push(event(i), Context{})
+			}
+			for i := range tc.tail {
+				tail.push(event(tc.head+i), Context{})
+			}
+			cut := tail.cutFor(tc.head)
+			if tail.n != 0 {
+				t.Fatalf("the tail holds %d events after its cut", tail.n)
+			}
+			head.appendCut(cut)
+			if head.n != tc.head+tc.tail {
+				t.Fatalf("arena holds %d events, want %d", head.n, tc.head+tc.tail)
+			}
+			for i := range head.n {
+				if got := head.at(i); got != event(i) {
+					t.Fatalf("event %d: %+v, want %+v", i, got, event(i))
+				}
+			}
+			for k, c := range head.chunks[:len(head.chunks)-1] {
+				if len(c) != eventChunkLen {
+					t.Fatalf("chunk %d holds %d events, want %d", k, len(c), eventChunkLen)
+				}
+			}
+			var others []int
+			for i := range head.n {
+				if i%997 == 3 {
+					others = append(others, i)
+				}
+			}
+			if !slices.Equal(head.others, others) {
+				t.Errorf("others %v, want %v", head.others, others)
+			}
+		})
+	}
+}
+
 // Others finds in each device's trace exactly the events a pass over all
 // of them finds, on every format fixture.
 func TestTraceOthers(t *testing.T) {
