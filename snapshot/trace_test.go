@@ -149,16 +149,23 @@ func TestAppendArena(t *testing.T) {
 					t.Fatalf("event %d: context %+v", i, c)
 				}
 			}
-			var others []int
-			for i := range head.n {
-				if i%997 == 3 {
-					others = append(others, i)
-				}
-			}
-			if !slices.Equal(head.others, others) {
-				t.Errorf("others %v, want %v", head.others, others)
-			}
+			checkOthers(t, &head)
 		})
+	}
+}
+
+// checkOthers checks that a lists as its Others exactly its events i with
+// i%997 == 3, those the tests above make segment events.
+func checkOthers(t *testing.T, a *eventArena) {
+	t.Helper()
+	var others []int
+	for i := range a.n {
+		if i%997 == 3 {
+			others = append(others, i)
+		}
+	}
+	if !slices.Equal(a.others, others) {
+		t.Errorf("others %v, want %v", a.others, others)
 	}
 }
 
@@ -212,15 +219,7 @@ func TestCutAhead(t *testing.T) {
 					t.Fatalf("chunk %d holds %d events, want %d", k, len(c), eventChunkLen)
 				}
 			}
-			var others []int
-			for i := range head.n {
-				if i%997 == 3 {
-					others = append(others, i)
-				}
-			}
-			if !slices.Equal(head.others, others) {
-				t.Errorf("others %v, want %v", head.others, others)
-			}
+			checkOthers(t, &head)
 		})
 	}
 }
