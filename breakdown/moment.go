@@ -43,6 +43,16 @@ func at(tl *replay.Timeline, label string, i int) At {
 	return a
 }
 
+// peakAt is the first of events lo..hi-1 (lo < hi) where the allocated
+// bytes are highest, or lo if they are all negative (only a damaged trace
+// has such).
+func peakAt(tl *replay.Timeline, lo, hi int) int {
+	if i, v := tl.PeakIn(replay.Allocated, lo, hi); v >= 0 {
+		return i
+	}
+	return lo
+}
+
 // StepPeaks are the allocated peaks inside each of steps, in order,
 // found in ranges of the steps on every core (a range holds at least
 // rangeLen/64 steps: a step is tens to thousands of events).
@@ -51,14 +61,9 @@ func StepPeaks(tl *replay.Timeline, steps diagnose.Steps) []At {
 	parallel.Do(parallel.Ranges(len(out), rangeLen/64), func(_, lo, hi int) {
 		for n := lo; n < hi; n++ {
 			s := steps.Steps[n]
-			best, bestV := s.First, int64(-1)
-			for i := s.First; i < s.End; i++ {
-				if v := tl.Value(replay.Allocated, i); v > bestV {
-					best, bestV = i, v
-				}
-			}
-			if s.First >= s.End {
-				best = s.First - 1
+			best := s.First - 1 // a step without events
+			if s.First < s.End {
+				best = peakAt(tl, s.First, s.End)
 			}
 			out[n] = at(tl, fmt.Sprintf("step %d", n+1), best)
 			out[n].Step = n + 1

@@ -193,14 +193,7 @@ func (b *Breakdown) Series(n int, by By, top int) Series {
 	n = min(n, events)
 	var at []int
 	for bk := range n {
-		first, last := bk*events/n, (bk+1)*events/n-1
-		best, bestV := first, int64(-1)
-		for i := first; i <= last; i++ {
-			if v := tl.Value(replay.Allocated, i); v > bestV {
-				best, bestV = i, v
-			}
-		}
-		at = append(at, best)
+		at = append(at, peakAt(tl, bk*events/n, (bk+1)*events/n))
 	}
 	for k, bytes := range b.sweep(at, group, len(s.Names)) {
 		s.Points = append(s.Points, Point{Index: at[k], TimeUS: tl.Trace.At(at[k]).TimeUS, Bytes: bytes})

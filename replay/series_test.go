@@ -1,10 +1,12 @@
 package replay
 
 import (
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/vramscope/vramscope/allocator"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
@@ -180,5 +182,53 @@ func TestTimelineLargeRequests(t *testing.T) {
 	}
 	if c := tl.Caveats; len(c) != 0 {
 		t.Errorf("caveats %+v, want none", c)
+	}
+}
+
+// TestPeakIn checks PeakIn, which skips stretches on their blocks' largest
+// offsets, against every value read in turn, for the allocated and active
+// bytes of every format fixture and the GPU-made bench seed, over the
+// whole trace and over ranges of every length up to three stretches at
+// offsets on and off a stretch's start.
+func TestPeakIn(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("..", "snapshot", "testdata", "format", "*.pickle"))
+	paths = append(paths, filepath.Join("..", "testdata", "scenarios", "out", "bench_source", "bench_source.pickle.gz"))
+	long := 0
+	for _, path := range paths {
+		tls, err := Devices(testutil.Snapshot(t, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range tls {
+			n := tl.Len()
+			if n == 0 {
+				continue
+			}
+			if n > 4*peakStretch {
+				long++
+			}
+			ranges := [][2]int{{0, n}}
+			for _, lo := range []int{0, 1, peakStretch - 1, peakStretch, n / 2} {
+				for l := 1; l <= 3*peakStretch && lo+l <= n; l += 7 {
+					ranges = append(ranges, [2]int{lo, lo + l})
+				}
+			}
+			for _, m := range []Metric{Allocated, Active} {
+				for _, r := range ranges {
+					best, top := r[0], tl.Value(m, r[0])
+					for i := r[0] + 1; i < r[1]; i++ {
+						if v := tl.Value(m, i); v > top {
+							best, top = i, v
+						}
+					}
+					if i, v := tl.PeakIn(m, r[0], r[1]); i != best || v != top {
+						t.Fatalf("%s device %d, %v events %d..%d: PeakIn = %d, %d; want %d, %d", filepath.Base(path), tl.Device, m, r[0], r[1], i, v, best, top)
+					}
+				}
+			}
+		}
+	}
+	if long == 0 {
+		t.Error("no trace of four stretches or more")
 	}
 }

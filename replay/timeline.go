@@ -227,6 +227,32 @@ func (t *Timeline) MaxIn(m Metric, lo, hi int) int64 {
 	panic(fmt.Sprintf("replay: MaxIn of %v", m))
 }
 
+// PeakIn returns the first of events lo..hi-1 (lo < hi) right after which
+// series m (Allocated or Active) is highest, and that value. The stretches
+// of events that cannot beat the highest so far are skipped on MaxIn, at a
+// fraction of reading each value: a training trace's steps and buckets are
+// thousands of events with one peak each.
+func (t *Timeline) PeakIn(m Metric, lo, hi int) (int, int64) {
+	best, top := lo, t.Value(m, lo)
+	for i := lo + 1; i < hi; {
+		end := min(hi, i&^(peakStretch-1)+peakStretch)
+		if t.MaxIn(m, i, end) <= top {
+			i = end
+			continue
+		}
+		for ; i < end; i++ {
+			if v := t.Value(m, i); v > top {
+				best, top = i, v
+			}
+		}
+	}
+	return best, top
+}
+
+// peakStretch is how many events PeakIn skips at once: eight of the
+// series' blocks.
+const peakStretch = 8 * blockLen
+
 // At returns every series right after event i (BeforeRecording: initial).
 func (t *Timeline) At(i int) Sample {
 	if i < 0 {
