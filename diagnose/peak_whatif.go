@@ -126,25 +126,23 @@ func peaksWithout(tl *replay.Timeline, sets ...[]replay.Allocation) []replay.Pea
 			local[s].Bytes = math.MinInt64
 		}
 		next := 0
-		for i := lo; i < hi; {
+		for from, end := range replay.Stretches(lo, hi) {
 			// A stretch without changes whose highest value stays at or
 			// below every set's peak so far cannot raise one: it is
 			// skipped on its blocks' largest offsets (most of the trace;
 			// reading every value took 0.07-0.11 s of one core's explain
 			// of the 996 MB bench file).
-			end := min(hi, i&^(skipLen-1)+skipLen)
 			if next == len(changes) || changes[next].at >= end {
-				top := tl.MaxIn(replay.Allocated, i, end)
+				top := tl.MaxIn(replay.Allocated, from, end)
 				below := true
 				for s := range local {
 					below = below && top+off[s] <= local[s].Bytes
 				}
 				if below {
-					i = end
 					continue
 				}
 			}
-			for ; i < end; i++ {
+			for i := from; i < end; i++ {
 				for ; next < len(changes) && changes[next].at == i; next++ {
 					off[changes[next].set] += changes[next].delta
 				}
@@ -167,10 +165,6 @@ func peaksWithout(tl *replay.Timeline, sets ...[]replay.Allocation) []replay.Pea
 	}
 	return peaks
 }
-
-// skipLen is the length of the stretches of events peaksWithout skips
-// whole when none can raise a peak: eight of the series' blocks.
-const skipLen = 256
 
 // rangeLen is the fewest allocations or events a range of a pass split
 // across cores holds: a trace of a few thousand events is one range. A

@@ -38,7 +38,7 @@ func TestPeaksWithoutSkips(t *testing.T) {
 				t.Errorf("%s device %d, set %d: peaksWithout = %+v, every event read: %+v", d.File, tl.Device, s, got[s], want)
 			}
 		}
-		if tl.Len() >= 4*skipLen {
+		if tl.Len() >= 4*replay.StretchLen {
 			skipped++
 		}
 	}

@@ -204,12 +204,12 @@ func TestPeakIn(t *testing.T) {
 			if n == 0 {
 				continue
 			}
-			if n > 4*peakStretch {
+			if n > 4*StretchLen {
 				long++
 			}
 			ranges := [][2]int{{0, n}}
-			for _, lo := range []int{0, 1, peakStretch - 1, peakStretch, n / 2} {
-				for l := 1; l <= 3*peakStretch && lo+l <= n; l += 7 {
+			for _, lo := range []int{0, 1, StretchLen - 1, StretchLen, n / 2} {
+				for l := 1; l <= 3*StretchLen && lo+l <= n; l += 7 {
 					ranges = append(ranges, [2]int{lo, lo + l})
 				}
 			}

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 
@@ -234,13 +235,11 @@ func (t *Timeline) MaxIn(m Metric, lo, hi int) int64 {
 // thousands of events with one peak each.
 func (t *Timeline) PeakIn(m Metric, lo, hi int) (int, int64) {
 	best, top := lo, t.Value(m, lo)
-	for i := lo + 1; i < hi; {
-		end := min(hi, i&^(peakStretch-1)+peakStretch)
-		if t.MaxIn(m, i, end) <= top {
-			i = end
+	for from, to := range Stretches(lo+1, hi) {
+		if t.MaxIn(m, from, to) <= top {
 			continue
 		}
-		for ; i < end; i++ {
+		for i := from; i < to; i++ {
 			if v := t.Value(m, i); v > top {
 				best, top = i, v
 			}
@@ -249,9 +248,23 @@ func (t *Timeline) PeakIn(m Metric, lo, hi int) (int, int64) {
 	return best, top
 }
 
-// peakStretch is how many events PeakIn skips at once: eight of the
-// series' blocks.
-const peakStretch = 8 * blockLen
+// Stretches cuts events lo..hi-1 into the runs that passes skipping on
+// MaxIn test at once, each [from, to): eight of the series' blocks, aligned
+// to them so that MaxIn reads whole blocks.
+func Stretches(lo, hi int) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		for from := lo; from < hi; {
+			to := min(hi, from&^(StretchLen-1)+StretchLen)
+			if !yield(from, to) {
+				return
+			}
+			from = to
+		}
+	}
+}
+
+// StretchLen is the length of a whole stretch (Stretches).
+const StretchLen = 8 * blockLen
 
 // At returns every series right after event i (BeforeRecording: initial).
 func (t *Timeline) At(i int) Sample {
