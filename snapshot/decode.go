@@ -255,11 +255,17 @@ func (b *builder) List(items []pickle.Value) (pickle.Value, error) {
 }
 
 // entryTmpl is a compiled template of trace entries: the key at each
-// position of a dict's items, and the keys it sets.
+// position of a dict's items, the keys it sets, and where each key's
+// value is in Record's kv.
 type entryTmpl struct {
 	keys [maxTmplKeys]key
 	set  keySet
+	at   fieldAt
 }
+
+// fieldAt is where event finds the value of each of eventFast's keys
+// (kAction to kFrames) in what it reads, -1 where the entry has none.
+type fieldAt [kFrames + 1]int8
 
 // maxTmplKeys is the most keys a compiled template has: eventFast's.
 const maxTmplKeys = 8
@@ -268,7 +274,7 @@ const maxTmplKeys = 8
 // each once, "action" among them: closeDict would make each such dict an
 // event, and Record then sets its fields with no lookup by key.
 func (b *builder) Compile(keys []pickle.Value) (int, bool) {
-	var t entryTmpl
+	t := entryTmpl{at: noFields}
 	if len(keys) > maxTmplKeys {
 		return 0, false
 	}
@@ -280,7 +286,7 @@ func (b *builder) Compile(keys []pickle.Value) (int, bool) {
 		if kk == kUnknown || eventFast&(1<<kk) == 0 || t.set.has(kk) {
 			return 0, false
 		}
-		t.keys[i], t.set = kk, t.set|1<<kk
+		t.keys[i], t.set, t.at[kk] = kk, t.set|1<<kk, int8(2*i+1)
 	}
 	if !t.set.has(kAction) {
 		return 0, false
@@ -304,7 +310,7 @@ func (b *builder) Record(tmpl int, kv []pickle.Value, list int, items []pickle.V
 		kv[list] = lv
 	}
 	t := &b.tmpls[tmpl]
-	if v, ok := b.event(t.keys[:len(kv)/2], kv); ok {
+	if v, ok := b.event(kv, &t.at); ok {
 		return lv, v, nil
 	}
 	d := &b.scratch.d
@@ -317,83 +323,73 @@ func (b *builder) Record(tmpl int, kv []pickle.Value, list int, items []pickle.V
 	return lv, v, err
 }
 
+// noFields is a fieldAt of no fields.
+var noFields = fieldAt{-1, -1, -1, -1, -1, -1, -1, -1, -1}
+
 // Reusable reports whether lv is a stack (or the empty list): what a frames
 // list's frames intern, the same for every list of those frames.
 func (b *builder) Reusable(lv pickle.Value) bool { return lv.Kind == vStack || lv.Kind == vEmpty }
 
-// event builds a trace entry from its keys and values kv (keys[i]'s at
-// kv[2i+1]), each an eventFast key and kAction among them, with no lookup
-// by key: Record's compiled templates and closeEvent's fast path. ok is
-// false, having built nothing, for a value of another kind, an unknown
-// action, or a stream or foreign stack too many: closeEvent's checked path
-// then reports it.
-func (b *builder) event(keys []key, kv []pickle.Value) (pickle.Value, bool) {
-	e := Event{Stack: NoStack}
-	var c Context
-	var stream int64
-	var frames pickle.Value // the frames list's value; KindNone if none
-	for i, k := range keys {
-		v := kv[2*i+1]
-		switch k {
-		case kAction:
-			if v.Kind != pickle.KindString || b.actOf[v.N] == ActionUnknown {
-				return pickle.Value{}, false
-			}
-			e.Action = b.actOf[v.N]
-		case kAddr:
-			if v.Kind != pickle.KindInt || int64(v.N) < 0 {
-				return pickle.Value{}, false
-			}
-			e.Addr = v.N
-		case kSize:
-			if v.Kind != pickle.KindInt || int64(v.N) < 0 {
-				return pickle.Value{}, false
-			}
-			e.Size = v.N
-		case kStream:
-			if v.Kind != pickle.KindInt {
-				return pickle.Value{}, false
-			}
-			stream = int64(v.N)
-		case kTimeUS:
-			if v.Kind != pickle.KindInt {
-				return pickle.Value{}, false
-			}
-			e.TimeUS = int64(v.N)
-		case kCompileContext:
-			if v.Kind != pickle.KindString {
-				return pickle.Value{}, false
-			}
-			c.CompileContext = StringID(v.N)
-		case kUserMetadata:
-			if v.Kind != pickle.KindString {
-				return pickle.Value{}, false
-			}
-			c.UserMetadata = StringID(v.N)
-		case kFrames:
-			switch v.Kind {
-			case vStack, vEmpty, pickle.KindForeign:
-				frames = v
-			default:
-				return pickle.Value{}, false
-			}
-		}
-	}
-	var ok bool
-	if e.Stream, ok = b.streamID(stream); !ok {
+// event builds a trace entry from vals, the value of each of eventFast's
+// keys at at's index, kAction's among them, with no lookup by key and
+// none of the checked readers: Record's compiled templates and
+// closeEvent's fast path. ok is false, having built nothing, for a value
+// of another kind, an unknown action, or a stream or foreign stack too
+// many: closeEvent's checked path then reports it. (A loop over the
+// entry's keys, switching on each, took 270 instructions an entry, a
+// fifth of the decode's: cachegrind, the bench seed.)
+func (b *builder) event(vals []pickle.Value, at *fieldAt) (pickle.Value, bool) {
+	if at[kAction] < 0 {
 		return pickle.Value{}, false
 	}
-	switch frames.Kind {
-	case vStack:
-		e.Stack = StackID(frames.N)
-	case vEmpty:
-		e.Stack = EmptyStack
-	case pickle.KindForeign:
-		if e.Stack, ok = b.foreignStack(frames.N); !ok {
+	act := vals[at[kAction]]
+	if act.Kind != pickle.KindString || b.actOf[act.N] == ActionUnknown {
+		return pickle.Value{}, false
+	}
+	addr, okAddr := fieldOf(vals, at[kAddr], pickle.KindInt)
+	size, okSize := fieldOf(vals, at[kSize], pickle.KindInt)
+	stream, okStream := fieldOf(vals, at[kStream], pickle.KindInt)
+	timeUS, okTime := fieldOf(vals, at[kTimeUS], pickle.KindInt)
+	cc, okCC := fieldOf(vals, at[kCompileContext], pickle.KindString)
+	meta, okMeta := fieldOf(vals, at[kUserMetadata], pickle.KindString)
+	if !okAddr || !okSize || !okStream || !okTime || !okCC || !okMeta || int64(addr) < 0 || int64(size) < 0 {
+		return pickle.Value{}, false
+	}
+	c := Context{CompileContext: StringID(cc), UserMetadata: StringID(meta)}
+	var frames pickle.Value // the frames list's value; KindNone if none
+	if i := at[kFrames]; i >= 0 {
+		switch frames = vals[i]; frames.Kind {
+		case vStack, vEmpty, pickle.KindForeign:
+		default:
 			return pickle.Value{}, false
 		}
 	}
+	st, ok := b.streamID(int64(stream))
+	if !ok {
+		return pickle.Value{}, false
+	}
+	stack := NoStack
+	switch frames.Kind {
+	case vStack:
+		stack = StackID(frames.N)
+	case vEmpty:
+		stack = EmptyStack
+	case pickle.KindForeign:
+		if stack, ok = b.foreignStack(frames.N); !ok {
+			return pickle.Value{}, false
+		}
+	}
+	e := Event{Addr: addr, Size: size, TimeUS: int64(timeUS), Stack: stack, Stream: st, Action: b.actOf[act.N]}
 	return pickle.Value{Kind: vEvent, N: uint64(b.push(e, c))}, true
+}
+
+// fieldOf is the number in vals[i], and whether it is of kind k; 0 and
+// true where i < 0: the entry has no such field.
+func fieldOf(vals []pickle.Value, i int8, k pickle.Kind) (uint64, bool) {
+	if i < 0 {
+		return 0, true
+	}
+	return vals[i].N, vals[i].Kind == k
 }
 
 // frames is List(items) for a list of frames, without a container: each
@@ -783,15 +779,12 @@ func (b *builder) closeEvent(d *dictB) (pickle.Value, error) {
 	// instructions per entry). Anything unusual takes the checked path,
 	// which reports precise errors.
 	if d.set&^eventFast == 0 && len(d.extra) == 0 && d.set.has(kAction) {
-		var keys [maxTmplKeys]key
-		var kv [2 * maxTmplKeys]pickle.Value
-		n := 0
+		at := noFields
 		for s := d.set; s != 0; s &= s - 1 {
-			k := key(bits.TrailingZeros64(uint64(s)))
-			keys[n], kv[2*n+1] = k, d.f[k]
-			n++
+			k := bits.TrailingZeros64(uint64(s))
+			at[k] = int8(k)
 		}
-		if v, ok := b.event(keys[:n], kv[:2*n]); ok {
+		if v, ok := b.event(d.f[:], &at); ok {
 			return v, nil
 		}
 	}
