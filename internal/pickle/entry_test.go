@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -88,18 +89,24 @@ type recordTreeSink struct {
 	compiled, recorded int
 	reuse              bool
 	kept               int
+	tmpls              [][]Value // each template's keys
 }
 
 func (s *recordTreeSink) Reusable(Value) bool { return s.reuse }
 
 func (s *recordTreeSink) Compile(keys []Value) (int, bool) {
 	s.compiled++
-	return len(keys), true
+	s.tmpls = append(s.tmpls, slices.Clone(keys))
+	return len(s.tmpls) - 1, true
 }
 
 func (s *recordTreeSink) Record(tmpl int, kv []Value, list int, items []Value) (lv, v Value, err error) {
-	if 2*tmpl != len(kv) {
-		return lv, v, fmt.Errorf("template %d for %d keys and values", tmpl, len(kv))
+	keys := s.tmpls[tmpl]
+	if 2*len(keys) != len(kv) {
+		return lv, v, fmt.Errorf("template %d of %d keys for %d keys and values", tmpl, len(keys), len(kv))
+	}
+	for k, key := range keys {
+		kv[2*k] = key // Record is given the values alone
 	}
 	s.recorded++
 	if list < 0 && s.reuse {
