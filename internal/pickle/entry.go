@@ -203,6 +203,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 	mv.n = m.n
 	e.list, e.nputs, e.learnedLen = -1, 0, 0
 	e.listAt, e.listHit = -1, false
+	nkeys := e.nkeys // a local: kv's stores through e would reload it
 	for k := 0; ; k++ {
 		// Every opcode read starts at most at limit: 16 bytes past it are
 		// buffered, so no argument but a string's needs a bounds check.
@@ -212,7 +213,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 		// SETITEMS ends the dict: after the template's keys, or where a
 		// learning read finds it. (Looked for after each key, it cost the
 		// template's reads 8% of their instructions.)
-		if learn && buf[p] == opSetItems || !learn && k == e.nkeys {
+		if learn && buf[p] == opSetItems || !learn && k == nkeys {
 			if buf[p] != opSetItems || !consumed(buf[p+1:d.end], false) {
 				return 0, false
 			}
