@@ -376,12 +376,18 @@ func (d *Decoder) entryList(p, limit, at int, mv view, keep bool) (int, bool) {
 	p++
 	if keep {
 		q, end := p, min(limit, p+maxKeptList)
+	reads:
+		// The memo reads' lengths by compares, not by memoID, whose ids
+		// would be read and dropped (as walkEntry reads a key).
 		for q <= end {
-			_, n := memoID(buf[q:])
-			if n == 0 {
-				break
+			switch buf[q] {
+			case opBinGet:
+				q += 2
+			case opLongBinGet:
+				q += 5
+			default:
+				break reads
 			}
-			q += n
 		}
 		if q <= limit && q-p <= maxKeptList && buf[q] == opAppends && consumed(buf[q+1:d.end], true) {
 			e.listRaw = buf[p:q]
