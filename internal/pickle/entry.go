@@ -39,7 +39,9 @@ import (
 // without looking their keys up for each: Compile is told a template's
 // keys once, and Record builds each dict of that template. A trace entry's
 // keys cost a lookup each in Dict, and its frames list a container of its
-// own in List.
+// own in List. Its String interns: equal bytes give equal values, so
+// entry gives the short strings of the dicts it builds by Record the value
+// an equal string got before.
 type RecordSink interface {
 	WholeSink
 	// Compile reports whether the sink builds the dicts with these keys,
@@ -132,6 +134,20 @@ type entryState struct {
 	listAt  int
 	listRaw []byte
 	listHit bool
+
+	// strs are the short strings read at each place of kv, valid in the
+	// fast() call gen, as the lists (entryString).
+	strs [2 * maxEntryKeys]keptString
+}
+
+// keptString is a string of at most 8 bytes entryString read: its bytes
+// as a word, its length, and the value the sink gave it, in the fast()
+// call gen.
+type keptString struct {
+	word uint64
+	n    uint8
+	gen  uint64
+	v    Value
 }
 
 // entryKey is a key of the template: its opcodes' bytes (len of them,
@@ -230,7 +246,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 				// bytes, MEMOIZE included, are the template's, if they fit
 				// in a word.
 				var ok bool
-				if p, ok = d.entryString(p, limit, 2*k); !ok || p-start > 8 {
+				if p, ok = d.entryString(p, limit, 2*k, false); !ok || p-start > 8 {
 					return 0, false
 				}
 			} else {
@@ -291,7 +307,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 			p += 2 + int(buf[p+1])
 		case opShortBinUnicode:
 			var ok bool
-			if p, ok = d.entryString(p, limit, at); !ok {
+			if p, ok = d.entryString(p, limit, at, !learn && e.compiled); !ok {
 				return 0, false
 			}
 		case opEmptyList:
@@ -325,21 +341,37 @@ func newEntryKey(op []byte, v Value, memo bool) entryKey {
 }
 
 // entryString reads the string at p into e.kv[at], and its MEMOIZE if
-// one follows, and returns the position after them.
-func (d *Decoder) entryString(p, limit, at int) (int, bool) {
+// one follows, and returns the position after them. With keep (the dict
+// is to be built by Record, whose String interns), a string of at most 8
+// bytes that the last dict of the template had at the same place, as
+// torch's "N/A" in every entry, gets that dict's value again without the
+// sink's String (about 60 instructions an entry of the bench seed).
+func (d *Decoder) entryString(p, limit, at int, keep bool) (int, bool) {
 	e := &d.ent
 	buf := d.buf
 	n := int(buf[p+1])
 	if d.end-p < 2+n {
 		return 0, false
 	}
-	// Interning a string twice gives the same value, so a dict that
-	// fails after this may still be read by fast().
-	v, err := d.sink.String(buf[p+2:p+2+n], false)
-	if err != nil {
-		return 0, false
+	k := &e.strs[at]
+	// A string of at most a word: its bytes as one (p is at most limit,
+	// 16 bytes before the buffer's end).
+	word := binary.LittleEndian.Uint64(buf[p+2:]) & (1<<(8*n) - 1)
+	if keep && n <= 8 && k.gen == e.gen && int(k.n) == n && k.word == word {
+		e.kv[at] = k.v
+	} else {
+		// Interning a string twice gives the same value, so a dict that
+		// fails after this may still be read by fast().
+		v, err := d.sink.String(buf[p+2:p+2+n], false)
+		if err != nil {
+			return 0, false
+		}
+		e.kv[at] = v
+		if keep && n <= 8 {
+			*k = keptString{word: word, n: uint8(n), gen: e.gen, v: v}
+		}
 	}
-	e.kv[at] = v
+	v := e.kv[at]
 	p += 2 + n
 	if p <= limit && buf[p] == opMemoize {
 		if _, ok := packNarrow(v); !ok || !e.put(at) {
