@@ -142,7 +142,7 @@ type entryState struct {
 
 // keptString is a string of at most 8 bytes entryString read: its bytes
 // as a word, its length, and the value the sink gave it, in the fast()
-// call gen.
+// call gen (0: none; fast() numbers its calls from 1).
 type keptString struct {
 	word uint64
 	n    uint8

@@ -270,6 +270,11 @@ type walk struct {
 	// walks every dict opcode by opcode instead.
 	entries  int
 	byOpcode bool
+	// str is the last short string walkEntry had its sink intern, where
+	// the sink is a RecordSink, whose String interns: the next entry's
+	// equal one gets its value without String (torch's "N/A"). Its gen
+	// is 1 once set: what a walk's sink interned stays so.
+	str keptString
 }
 
 const (
@@ -448,9 +453,18 @@ func (d *Decoder) walkEntry(buf []byte, pos, limit int) (setItems int, ok bool) 
 				if nputs == len(puts) {
 					return 0, false
 				}
-				v, err := d.sink.String(buf[at+2:p], false)
-				if err != nil {
-					return 0, false // scanFast reports it
+				k := &d.walk.str
+				// limit is 16 bytes before the buffer's end: a word is there.
+				word := binary.LittleEndian.Uint64(buf[at+2:]) & (1<<(8*n) - 1)
+				v := k.v
+				if d.records == nil || n > 8 || k.gen == 0 || int(k.n) != n || k.word != word {
+					var err error
+					if v, err = d.sink.String(buf[at+2:p], false); err != nil {
+						return 0, false // scanFast reports it
+					}
+					if d.records != nil && n <= 8 {
+						*k = keptString{word: word, n: uint8(n), gen: 1, v: v}
+					}
 				}
 				u, ok := packNarrow(v)
 				if !ok {
