@@ -32,7 +32,7 @@ NCPU=$(nproc --all)
 [ -f "$FILE" ] || { echo "error: $FILE not found (bench/run_cores.sh grows it)"; exit 1; }
 if [ -z "${PHASES:-}" ]; then
   PHASES=$OUT/phases
-  go build -o "$PHASES" ./bench/phases || { echo "error: go build failed"; exit 1; }
+  go build -pgo=cmd/vramscope/default.pgo -o "$PHASES" ./bench/phases || { echo "error: go build failed"; exit 1; }
 fi
 if [ -z "${VS:-}" ]; then
   VS=$OUT/vramscope
