@@ -337,7 +337,7 @@ func (b *builder) Reusable(lv pickle.Value) bool { return lv.Kind == vStack || l
 // of another kind, an unknown action, or a stream or foreign stack too
 // many: closeEvent's checked path then reports it. (A loop over the
 // entry's keys, switching on each, took 270 instructions an entry, a
-// fifth of the decode's: cachegrind, the bench seed.)
+// tenth of the decode's: cachegrind, the bench seed.)
 func (b *builder) event(vals []pickle.Value, at *fieldAt) (pickle.Value, bool) {
 	if at[kAction] < 0 {
 		return pickle.Value{}, false
