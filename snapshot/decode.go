@@ -426,6 +426,19 @@ func (b *builder) Append(h pickle.Handle, items []pickle.Value) error {
 }
 
 func (b *builder) appendItems(l *listB, items []pickle.Value) {
+	// A trace's batches: the next events of the arena, each after the
+	// list's last. Counted in a loop of their own, not one at a time
+	// through the kinds below (40 instructions an event).
+	if !l.isGen && l.idx == nil && l.elem != 0 && l.elem != vFrame {
+		next := uint64(l.start + l.n)
+		j := 0
+		for j < len(items) && items[j].Kind == l.elem && items[j].N == next {
+			j++
+			next++
+		}
+		l.n += j
+		items = items[j:]
+	}
 	for _, v := range items {
 		if l.isGen {
 			l.generic = append(l.generic, v)
