@@ -140,15 +140,46 @@ type entryState struct {
 	strs [2 * maxEntryKeys]keptString
 }
 
-// keptString is a string of at most 8 bytes entryString read: its bytes
-// as a word, its length, and the value the sink gave it, in the fast()
-// call gen (0: none; fast() numbers its calls from 1).
+// keptString is a string of at most 8 bytes that internString had the
+// sink intern: its bytes as a word, its length, and the value the sink
+// gave it, in generation gen (0: none).
 type keptString struct {
 	word uint64
 	n    uint8
 	gen  uint64
 	v    Value
 }
+
+// get is k's value for the string of n bytes at b[0:], if keep (the sink
+// is a RecordSink, whose String interns) and k holds that string in
+// generation gen. b holds 8 bytes or more whatever n: a decoder reads at
+// most to 16 bytes before its buffer's end.
+func (k *keptString) get(b []byte, n int, gen uint64, keep bool) (Value, bool) {
+	if keep && n <= 8 && k.gen == gen && int(k.n) == n && k.word == shortWord(b, n) {
+		return k.v, true
+	}
+	return Value{}, false
+}
+
+// internString is the sink's value for the string of n bytes at b[0:],
+// where k.get had none; with keep, one of at most 8 bytes is kept in k for
+// generation gen. ok is false where String fails. Interning a string
+// twice gives the same value, so a dict that fails after this may still
+// be read opcode by opcode.
+func (d *Decoder) internString(k *keptString, b []byte, n int, gen uint64, keep bool) (Value, bool) {
+	v, err := d.sink.String(b[:n], false)
+	if err != nil {
+		return Value{}, false
+	}
+	if keep && n <= 8 {
+		*k = keptString{word: shortWord(b, n), n: uint8(n), gen: gen, v: v}
+	}
+	return v, true
+}
+
+// shortWord is the n bytes (at most 8) at b[0:], which holds 8 or more,
+// as a word.
+func shortWord(b []byte, n int) uint64 { return binary.LittleEndian.Uint64(b) & (1<<(8*n) - 1) }
 
 // entryKey is a key of the template: its opcodes' bytes (len of them,
 // little-endian in word, under mask), its value, and whether they memoize
@@ -354,24 +385,13 @@ func (d *Decoder) entryString(p, limit, at int, keep bool) (int, bool) {
 		return 0, false
 	}
 	k := &e.strs[at]
-	// A string of at most a word: its bytes as one (p is at most limit,
-	// 16 bytes before the buffer's end).
-	word := binary.LittleEndian.Uint64(buf[p+2:]) & (1<<(8*n) - 1)
-	if keep && n <= 8 && k.gen == e.gen && int(k.n) == n && k.word == word {
-		e.kv[at] = k.v
-	} else {
-		// Interning a string twice gives the same value, so a dict that
-		// fails after this may still be read by fast().
-		v, err := d.sink.String(buf[p+2:p+2+n], false)
-		if err != nil {
+	v, ok := k.get(buf[p+2:], n, e.gen, keep)
+	if !ok {
+		if v, ok = d.internString(k, buf[p+2:], n, e.gen, keep); !ok {
 			return 0, false
 		}
-		e.kv[at] = v
-		if keep && n <= 8 {
-			*k = keptString{word: word, n: uint8(n), gen: e.gen, v: v}
-		}
 	}
-	v := e.kv[at]
+	e.kv[at] = v
 	p += 2 + n
 	if p <= limit && buf[p] == opMemoize {
 		if _, ok := packNarrow(v); !ok || !e.put(at) {

@@ -453,17 +453,11 @@ func (d *Decoder) walkEntry(buf []byte, pos, limit int) (setItems int, ok bool) 
 				if nputs == len(puts) {
 					return 0, false
 				}
-				k := &d.walk.str
-				// limit is 16 bytes before the buffer's end: a word is there.
-				word := binary.LittleEndian.Uint64(buf[at+2:]) & (1<<(8*n) - 1)
-				v := k.v
-				if d.records == nil || n > 8 || k.gen == 0 || int(k.n) != n || k.word != word {
-					var err error
-					if v, err = d.sink.String(buf[at+2:p], false); err != nil {
+				k, keep := &d.walk.str, d.records != nil
+				v, ok := k.get(buf[at+2:], n, 1, keep)
+				if !ok {
+					if v, ok = d.internString(k, buf[at+2:], n, 1, keep); !ok {
 						return 0, false // scanFast reports it
-					}
-					if d.records != nil && n <= 8 {
-						*k = keptString{word: word, n: uint8(n), gen: 1, v: v}
 					}
 				}
 				u, ok := packNarrow(v)
