@@ -375,13 +375,13 @@ func inWindow(ws []diagnose.Window, i int) int {
 // workspaces by their lifetime: workspace-sized, never freed, and the
 // first block of their stack and size (cuBLAS creates it on the first
 // matmul of a thread and stream; a stacks="python" trace names no C++
-// frame to tell). Kept blocks are few: one pass in allocation order finds
-// them.
+// frame to tell). Kept blocks are few: one pass over them in allocation
+// order finds them.
 func (c *classifier) findWorkspaces() {
 	seen := map[workspaceKey]bool{}
-	for k := range c.tl.NumAllocations() {
-		start, free, _ := c.tl.Lifetime(k)
-		if start < 0 || free < replay.LiveAtEnd {
+	for _, k := range c.tl.AllocatedAt(replay.LiveAtEnd - 1) {
+		start, _, _ := c.tl.Lifetime(k)
+		if start < 0 {
 			continue
 		}
 		a := c.tl.Allocation(k)

@@ -67,14 +67,7 @@ func (b *Breakdown) Table(i int, by By) Table {
 			order = append(order, string(c))
 		}
 	}
-	for k := range b.of {
-		start, free, _ := b.tl.Lifetime(k)
-		if start > i {
-			break // allocations are ordered by Start
-		}
-		if i >= free {
-			continue
-		}
+	for _, k := range b.tl.AllocatedAt(i) {
 		a := b.tl.Allocation(k)
 		l := b.labels[b.of[k]]
 		name := b.groupName(by, &a, l)
@@ -256,14 +249,8 @@ func (b *Breakdown) sweep(at []int, group []int, n int) [][]int64 {
 // blocks labels them with.
 func (b *Breakdown) ActiveAt(i int) map[uint64]Label {
 	out := map[uint64]Label{}
-	for k := range b.of {
-		start, _, end := b.tl.Lifetime(k)
-		if start > i {
-			break
-		}
-		if i < end {
-			out[b.tl.Allocation(k).Addr] = b.labels[b.of[k]]
-		}
+	for _, k := range b.tl.LiveAt(i) {
+		out[b.tl.Allocation(k).Addr] = b.labels[b.of[k]]
 	}
 	return out
 }
@@ -273,14 +260,7 @@ func (b *Breakdown) ActiveAt(i int) map[uint64]Label {
 func (b *Breakdown) siteCategories(i int) map[string]map[Category]int64 {
 	out := map[string]map[Category]int64{}
 	keys := map[snapshot.StackID]string{} // "" for a stack without a user frame
-	for k := range b.of {
-		start, free, _ := b.tl.Lifetime(k)
-		if start > i {
-			break
-		}
-		if i >= free {
-			continue
-		}
+	for _, k := range b.tl.AllocatedAt(i) {
 		a := b.tl.Allocation(k)
 		key, ok := keys[a.Stack]
 		if !ok {

@@ -23,10 +23,7 @@ func (r *LeakReport) LeakedAllocations(sn *snapshot.Snapshot, tl *replay.Timelin
 	}
 	pl := newPlacer(sn, tl, f) // places as measureSites names them
 	var idx []int
-	for k := range tl.NumAllocations() {
-		if _, free, _ := tl.Lifetime(k); free != replay.LiveAtEnd {
-			continue
-		}
+	for _, k := range tl.AllocatedAt(replay.LiveAtEnd - 1) {
 		if a := tl.Allocation(k); leaking[pl.allocKeys(&a).leak] {
 			idx = append(idx, k)
 		}

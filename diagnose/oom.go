@@ -104,7 +104,7 @@ func OOM(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter, i int) 
 		Request: e.Size, Rounded: s.Round(e.Size), Stream: e.Stream, DeviceFree: e.Addr,
 		Site: f.Site(sn, e.Stack), Stack: f.UserFrames(sn, e.Stack, stackDepth),
 		Frag: frag,
-		Live: groupBySite(sn, tl, f, allocatedAt(tl, i)),
+		Live: groupBySite(sn, tl, f, tl.AllocatedAt(i)),
 	}
 	r.Class = snapshot.Large
 	if allocator.PoolOf(r.Rounded) == allocator.Small {

@@ -114,7 +114,7 @@ func Peak(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *PeakR
 	var persistent, transient []int
 	best := -1 // the largest transient block
 	var bestAlloc replay.Allocation
-	for _, k := range allocatedAt(tl, r.Allocated.Index) {
+	for _, k := range tl.AllocatedAt(r.Allocated.Index) {
 		a := tl.Allocation(k)
 		if a.Start == replay.BeforeRecording || a.Free == replay.LiveAtEnd {
 			persistent = append(persistent, k)

@@ -72,19 +72,6 @@ func (p *placer) groupSized(items []sized) []SiteGroup {
 	return out
 }
 
-// allocatedAt returns the allocations allocated (not pending free) right
-// after event i: the blocks that make up the allocated series there.
-func allocatedAt(tl *replay.Timeline, i int) []int {
-	live := tl.LiveAt(i)
-	out := live[:0]
-	for _, k := range live {
-		if a := tl.Allocation(k); a.AllocatedAt(i) {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
 // siteFinding fills a Finding's callsite fields from a site and its stack;
 // a stack without a user frame leaves Callsite nil and says why in the
 // evidence.

@@ -1,10 +1,13 @@
 package replay
 
 import (
+	"runtime"
+	"slices"
 	"testing"
 	"unsafe"
 
 	"github.com/vramscope/vramscope/allocator"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
@@ -101,5 +104,56 @@ func TestNewRecord(t *testing.T) {
 				t.Errorf("size %d, pool %d, want %d, %d", size, r.pool(), tt.size, tt.pool)
 			}
 		})
+	}
+}
+
+// TestBlocksAtInRanges checks LiveAt and AllocatedAt, scanned in ranges of
+// 3 allocations on 4 cores, against their definitions read off each
+// Allocation, at the start, the peaks, 40 events spread over the trace, the
+// last event and after the end, on every fixture.
+func TestBlocksAtInRanges(t *testing.T) {
+	defer func(n int) { blocksRangeMin = n }(blocksRangeMin)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	blocksRangeMin = 3
+	split := 0
+	for _, path := range testutil.Fixtures(t) {
+		sn := testutil.Snapshot(t, path)
+		tls, err := Devices(sn)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, tl := range tls {
+			moments := []int{BeforeRecording, tl.Len() - 1, LiveAtEnd - 1}
+			for m := range tl.peaks {
+				moments = append(moments, tl.peaks[m].Index)
+			}
+			for i := 0; i < tl.Len(); i += max(1, tl.Len()/40) {
+				moments = append(moments, i)
+			}
+			for _, i := range moments {
+				var live, allocated []int
+				for k := range tl.NumAllocations() {
+					a := tl.Allocation(k)
+					if a.ActiveAt(i) {
+						live = append(live, k)
+					}
+					if a.AllocatedAt(i) {
+						allocated = append(allocated, k)
+					}
+				}
+				if got := tl.LiveAt(i); !slices.Equal(got, live) {
+					t.Errorf("%s device %d: LiveAt(%d) = %d blocks, want %d", path, tl.Device, i, len(got), len(live))
+				}
+				if got := tl.AllocatedAt(i); !slices.Equal(got, allocated) {
+					t.Errorf("%s device %d: AllocatedAt(%d) = %d blocks, want %d", path, tl.Device, i, len(got), len(allocated))
+				}
+				if len(live) > 3 {
+					split++
+				}
+			}
+		}
+	}
+	if split < 100 {
+		t.Errorf("%d moments had blocks in more than one range, want 100+", split)
 	}
 }

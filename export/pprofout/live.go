@@ -91,8 +91,8 @@ func Live(sn *snapshot.Snapshot, tls []*replay.Timeline, m Moment) (blocks []Blo
 // was recorded.
 func atEnd(sn *snapshot.Snapshot, t *replay.Timeline) []Block {
 	traced := map[uint64]int{} // alloc event of the traced blocks active at the end, by address
-	for k := range t.NumAllocations() {
-		if start, _, end := t.Lifetime(k); end == replay.LiveAtEnd && start >= 0 {
+	for _, k := range t.LiveAt(replay.LiveAtEnd - 1) {
+		if start, _, _ := t.Lifetime(k); start >= 0 {
 			traced[t.Allocation(k).Addr] = start
 		}
 	}
