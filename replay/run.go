@@ -285,8 +285,9 @@ func (r *replayer) open(next int32, placed <-chan placedBatch, opened chan<- pla
 	full := len(t.full) // record appends the full records' Allocations in this order
 	for b := range placed {
 		rare := b.rare
+		events := b.events[:len(b.words)] // as in account: no bounds checks
 		for j, w := range b.words {
-			if b.events[j].Action != snapshot.ActionAlloc {
+			if events[j].Action != snapshot.ActionAlloc {
 				continue
 			}
 			size, pool, _ := allocPlaced(w, &rare)
@@ -327,9 +328,12 @@ func (r *replayer) record(opened <-chan placedBatch, recorded chan<- placedBatch
 	defer close(recorded)
 	for b := range opened {
 		rare := b.rare
+		// Cut to the batch's length, as in account: no bounds checks.
+		n := len(b.words)
+		events, changes, pools := b.events[:n], b.changes[:n], b.pools[:n]
 		for j, w := range b.words {
 			i := b.start + j
-			e := &b.events[j]
+			e := &events[j]
 			var d Sample
 			pool := -1
 			switch e.Action {
@@ -371,7 +375,7 @@ func (r *replayer) record(opened <-chan placedBatch, recorded chan<- placedBatch
 				d.Reserved -= int64(e.Size)
 				pool = int(w)
 			}
-			b.changes[j], b.pools[j] = d, int32(pool)
+			changes[j], pools[j] = d, int32(pool)
 		}
 		recorded <- b
 	}
