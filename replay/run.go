@@ -389,7 +389,7 @@ func (r *replayer) account(recorded <-chan placedBatch, summed []chan placedBatc
 	cur := t.Initial
 	for b := range recorded {
 		// The batch's slices cut to its length, so that the stores below
-		// need no bounds checks (a fifth of the pass's instructions here).
+		// need no bounds checks (a fifth of the accountant's instructions).
 		n := len(b.words)
 		pools, changes, events := b.pools[:n], b.changes[:n], b.events[:n]
 		allocated, waste, active := b.values[0][:n], b.values[1][:n], b.values[2][:n]
