@@ -63,7 +63,17 @@ func loadTruth(t *testing.T, name string) *truth {
 	return tr
 }
 
-var truthRuns = []string{"mlp_adamw", "llama_train", "kv_generate", "fsdp_train"}
+// truthRuns are the ground-truth workloads of each recording in
+// testdata/breakdown/out: the H100's (2026-11-24/25) and the H200's
+// (2026-12-02, after the blocks live at a moment came to be found in ranges).
+var truthRuns = func() (runs []string) {
+	for _, rec := range []string{"", "h200-20261202/"} {
+		for _, w := range []string{"mlp_adamw", "llama_train", "kv_generate", "fsdp_train"} {
+			runs = append(runs, rec+w)
+		}
+	}
+	return runs
+}()
 
 // requestedAt sums the requested bytes of the blocks allocated right
 // after event i by category: what torch's own counts (storage nbytes) are.
