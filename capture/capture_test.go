@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vramscope/vramscope/internal/testutil"
 )
 
 func TestEnviron(t *testing.T) {
@@ -149,7 +151,7 @@ func TestCollect(t *testing.T) {
 // writes it, ahead of another sitecustomize, and a program that never
 // imports torch: the other one still runs, and torch stays unimported.
 func TestSitecustomizeChain(t *testing.T) {
-	python := needPython(t)
+	python := testutil.Python(t)
 	hookDir, other := t.TempDir(), t.TempDir()
 	if err := WriteSitecustomize(hookDir); err != nil {
 		t.Fatal(err)
@@ -170,15 +172,6 @@ print(getattr(builtins, "CHAINED", False), "torch" in sys.modules, vramscope_hoo
 	if string(out) != want {
 		t.Errorf("got %q, want %q", out, want)
 	}
-}
-
-func needPython(t *testing.T) string {
-	t.Helper()
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not installed: .ci/run has it and runs this test, and scripts/gpu-e2e.sh runs the hook under real torch on the GPU")
-	}
-	return python
 }
 
 func TestRunExitStatus(t *testing.T) {

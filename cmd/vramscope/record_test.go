@@ -3,12 +3,12 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vramscope/vramscope/capture"
+	"github.com/vramscope/vramscope/internal/testutil"
 )
 
 // TestRecord runs record around shell commands that stand in for a
@@ -174,10 +174,7 @@ func TestHookCommand(t *testing.T) {
 // stand-in torch of capture/hook/testdata: a training loop whose steps 2,
 // 3 and 4 are dumped and logged, then analyzed.
 func TestRecordWithHook(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not installed: .ci/run has it and runs this test, and scripts/gpu-e2e.sh runs the hook under real torch on the GPU")
-	}
+	python := testutil.Python(t)
 	fromRepoRoot(t)
 	stand, err := filepath.Abs("capture/hook/testdata")
 	if err != nil {

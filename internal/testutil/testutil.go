@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,4 +84,18 @@ func Pipe(tb testing.TB, b []byte) *os.File {
 	}()
 	tb.Cleanup(func() { r.Close() })
 	return r
+}
+
+// Python is python3's path, for the tests that run the capture hook under
+// plain python3 with the stand-in torch of capture/hook/testdata. Where
+// python3 is missing the test is skipped: .ci/run installs it (.ci/need)
+// before it runs go test, and scripts/gpu-e2e.sh runs the hook under real
+// torch on the GPU.
+func Python(tb testing.TB) string {
+	tb.Helper()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		tb.Skip("python3 is not installed: .ci/run installs it and runs this test, and scripts/gpu-e2e.sh runs the hook under real torch on the GPU")
+	}
+	return python
 }
