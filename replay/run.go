@@ -389,7 +389,8 @@ func (r *replayer) account(recorded <-chan placedBatch, summed []chan placedBatc
 	cur := t.Initial
 	for b := range recorded {
 		// The batch's slices cut to its length, so that the stores below
-		// need no bounds checks (a fifth of the accountant's instructions).
+		// need no bounds checks (a fifth of the accountant's instructions);
+		// the peaks are compared from an array, not through get's switch.
 		n := len(b.words)
 		pools, changes, events := b.pools[:n], b.changes[:n], b.events[:n]
 		allocated, waste, active := b.values[0][:n], b.values[1][:n], b.values[2][:n]
@@ -409,7 +410,7 @@ func (r *replayer) account(recorded <-chan placedBatch, summed []chan placedBatc
 				}
 				// Only an event that raises a series can make it peak.
 				if d.Allocated > 0 || d.Requested > 0 || d.Active > 0 || d.Reserved > 0 {
-					for m, v := range [numMetrics]int64{cur.Allocated, cur.Requested, cur.Active, cur.Reserved} {
+					for m, v := range cur.metrics() {
 						if v > t.peaks[m].Bytes {
 							t.peaks[m] = Peak{Index: i, TimeUS: events[j].TimeUS, Bytes: v}
 						}

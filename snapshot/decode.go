@@ -324,7 +324,12 @@ func (b *builder) Record(tmpl int, kv []pickle.Value, list int, items []pickle.V
 }
 
 // noFields is a fieldAt of no fields.
-var noFields = fieldAt{-1, -1, -1, -1, -1, -1, -1, -1, -1}
+var noFields = func() (at fieldAt) {
+	for k := range at {
+		at[k] = -1
+	}
+	return at
+}()
 
 // Reusable reports whether lv is a stack (or the empty list): what a frames
 // list's frames intern, the same for every list of those frames.
