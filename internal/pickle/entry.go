@@ -352,6 +352,24 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 	}
 }
 
+// skipMemoReads is the position after the memo reads (BINGET, LONG_BINGET)
+// from p on, none starting past end: their lengths by compares, not by
+// memoID, whose ids would be read and dropped. entryList keeps a frames
+// list by these bytes; walkEntry steps over them.
+func skipMemoReads(buf []byte, p, end int) int {
+	for p <= end {
+		switch buf[p] {
+		case opBinGet:
+			p += 2
+		case opLongBinGet:
+			p += 5
+		default:
+			return p
+		}
+	}
+	return p
+}
+
 // memoID reads the id of the BINGET or LONG_BINGET at b[0] and the
 // opcode's length; 0 if it is neither.
 func memoID(b []byte) (uint64, int) {
@@ -428,19 +446,7 @@ func (d *Decoder) entryList(p, limit, at int, mv view, keep bool) (int, bool) {
 	p++
 	if keep {
 		q, end := p, min(limit, p+maxKeptList)
-	reads:
-		// The memo reads' lengths by compares, not by memoID, whose ids
-		// would be read and dropped (as walkEntry reads a key).
-		for q <= end {
-			switch buf[q] {
-			case opBinGet:
-				q += 2
-			case opLongBinGet:
-				q += 5
-			default:
-				break reads
-			}
-		}
+		q = skipMemoReads(buf, q, end)
 		if q <= limit && q-p <= maxKeptList && buf[q] == opAppends && consumed(buf[q+1:d.end], true) {
 			e.listRaw = buf[p:q]
 			e.listAt = int(maphash.Bytes(listSeed, e.listRaw) % listSlots)

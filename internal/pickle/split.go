@@ -479,13 +479,7 @@ func (d *Decoder) walkEntry(buf []byte, pos, limit int) (setItems int, ok bool) 
 				p++
 			}
 			if p <= limit && buf[p] == opMark {
-				for p++; p <= limit && (buf[p] == opLongBinGet || buf[p] == opBinGet); {
-					if buf[p] == opLongBinGet {
-						p += 5
-					} else {
-						p += 2
-					}
-				}
+				p = skipMemoReads(buf, p+1, limit)
 				if p > limit || buf[p] != opAppends {
 					return 0, false
 				}
