@@ -22,7 +22,8 @@ type source interface {
 	// fork returns the decoder of the tail that starts at off, where the
 	// memo of w (a walker's, or their join) held n entries (pickle's Fork).
 	fork(w *pickle.Decoder, sink pickle.Sink, off int64, n uint64) *pickle.Decoder
-	// readerAt reads the stream at offsets, for its frames' headers.
+	// readerAt reads the stream at offsets, for the search for frames
+	// near the cuts (pickle.FramesNear).
 	readerAt() io.ReaderAt
 	// from is the stream from off on, for Splice: nil for decoders over
 	// bytes, which go on in their own.
@@ -71,10 +72,11 @@ type bytesSource struct {
 	progress func(n int64)
 	tally    *passage
 	// file, if not nil, reads b's bytes at offsets (b mapping a file: the
-	// file), for what reads b once and ahead of the decoders: the frames'
-	// headers (a read of 9 bytes costs less than mapping the 16 pages
-	// around them: on the 996 MB bench file 58 ms for its 15,000 frames
-	// against 366 ms through a fresh mapping) and the walkers, which
+	// file), for what reads b once and ahead of the decoders: the search
+	// for frames near the cuts (pickle.FramesNear; when it hopped over
+	// every frame's header, a read of 9 bytes cost less than mapping the
+	// 16 pages around them: on the 996 MB bench file 58 ms for its 15,000
+	// frames against 366 ms through a fresh mapping) and the walkers, which
 	// copying costs less than mapping pages that the decoders map again
 	// (16-core GPU host: 7.4-7.7 s of CPU time for the decode instead of
 	// 8.5-8.7, the walkers done 0.02-0.05 s sooner).

@@ -273,9 +273,15 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 		// large as the others: the tails wait for the slowest walker. An
 		// error reading leaves the head alone to report it.
 		cuts := cut(size, n)
-		var at []int64
-		proto, at, _ = pickle.FrameStarts(src.readerAt(), size, append([]int64{cuts[0] / 2}, cuts...))
+		p, at, err := pickle.FramesNear(src.readerAt(), size, append([]int64{cuts[0] / 2}, cuts...))
+		if err != nil {
+			at = nil
+		}
+		proto = p
 		for k, s := range at {
+			if s < 0 {
+				continue
+			}
 			if len(starts) == 0 || s > starts[len(starts)-1] {
 				starts = append(starts, s)
 			}

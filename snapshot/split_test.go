@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/vramscope/vramscope/internal/pickle"
 )
 
 // splitCheck compares split decodes of raw with its sequential decode.
@@ -76,6 +79,31 @@ func (c *splitCheck) points(t testing.TB, where string, n int, cut splitCuts) []
 		t.Errorf("split at %s: nothing of %d bytes released", where, len(raw))
 	}
 	return used
+}
+
+// A FRAME opcode and lengths that only look so, chained inside a string
+// (an annotation's name, past the trace, rewritten as valid UTF-8), fool
+// FramesNear into a stretch starting there. The walk of the stretch
+// before ends inside that string, so the stretches from the fake one on
+// are not joined: the split costs that one tail and decodes the
+// sequential snapshot.
+func TestSplitAtAFakeFrame(t *testing.T) {
+	raw := readRaw(t, "testdata/split/train_per-rep_p5.pickle.gz")
+	name := []byte("Optimizer.zero_grad#Adam.zero_grad")
+	at := bytes.LastIndex(raw, name)
+	if at < 0 {
+		t.Fatalf("no annotation %q", name)
+	}
+	hdr := binary.LittleEndian.AppendUint64([]byte{0xc2, 0x95}, 1) // U+0095, then a length of 1
+	fake := append(bytes.Repeat(hdr, 3), 'a')
+	copy(raw[at:], fake)
+	x := int64(at + 1)
+	if _, starts, err := pickle.FramesNear(bytes.NewReader(raw), int64(len(raw)), []int64{x - 1}); err != nil || starts[0] != x {
+		t.Fatalf("FramesNear(%d) = %v, %v; want the fake frame at %d", x-1, starts, err, x)
+	}
+	if used := decodeBoth(t, raw, int64(len(raw)/2), x-1); used != 1 {
+		t.Errorf("split at the middle and the fake frame: %d tails used, want 1 (the middle's)", used)
+	}
 }
 
 // Decoding in two parts gives the sequential snapshot exactly (interning

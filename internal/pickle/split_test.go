@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"slices"
@@ -324,6 +325,59 @@ func framedList(n, frameLen int) ([]byte, []int64) {
 	return b, frames
 }
 
+// FramesNear finds, near each offset, the frame a hop from the stream's
+// start would: the next frame's start, the offset itself where a frame
+// starts there, and none past the last frame's start or in a stream
+// without frames. FRAME bytes whose lengths lead nowhere are passed over,
+// with a read each at most frameProbes times.
+func TestFramesNear(t *testing.T) {
+	raw, frames := framedList(5000, 1024)
+	size := int64(len(raw))
+	last := frames[len(frames)-1]
+	for _, tc := range []struct {
+		at, want int64
+	}{
+		{0, frames[0]},
+		{frames[0] + 1, frames[1]},
+		{frames[7], frames[7]},
+		{frames[7] - 1, frames[7]},
+		{last, last},
+		{last + 1, -1},
+		{size + 5, -1},
+	} {
+		proto, starts, err := FramesNear(bytes.NewReader(raw), size, []int64{tc.at})
+		if err != nil || proto != 4 || len(starts) != 1 || starts[0] != tc.want {
+			t.Errorf("FramesNear(%d) = %d, %v, %v; want 4, [%d]", tc.at, proto, starts, err, tc.want)
+		}
+	}
+	if _, starts, err := FramesNear(bytes.NewReader([]byte{opProto, 2, opEmptyList, opStop}), 4, []int64{2}); starts != nil || err != nil {
+		t.Errorf("protocol 2: %v, %v; want no starts", starts, err)
+	}
+
+	// A window of FRAME opcodes whose lengths point past it at bytes that
+	// are no FRAME: each is read once, up to frameProbes.
+	hostile := append([]byte{opProto, 4}, bytes.Repeat(binary.LittleEndian.AppendUint64([]byte{opFrame}, maxFrameLen), frameWindow/9+1)...)
+	hostile = append(hostile, make([]byte, 2*maxFrameLen)...)
+	r := &countingReaderAt{r: bytes.NewReader(hostile)}
+	if _, starts, err := FramesNear(r, int64(len(hostile)), []int64{2}); err != nil || starts[0] != -1 {
+		t.Errorf("hostile window: %v, %v; want [-1]", starts, err)
+	}
+	if r.reads > 1+1+frameProbes {
+		t.Errorf("hostile window: %d reads, want at most %d", r.reads, 2+frameProbes)
+	}
+}
+
+// countingReaderAt counts the reads through it.
+type countingReaderAt struct {
+	r     io.ReaderAt
+	reads int
+}
+
+func (c *countingReaderAt) ReadAt(b []byte, off int64) (int, error) {
+	c.reads++
+	return c.r.ReadAt(b, off)
+}
+
 // Stretches walked apart and joined make the memo one walk from the start
 // makes, with the strings mapped into one sink's and the containers'
 // placeholders at their ids in the stream; a tail forked from the join
@@ -331,9 +385,9 @@ func framedList(n, frameLen int) ([]byte, []int64) {
 func TestStretchesJoin(t *testing.T) {
 	raw, frames := framedList(5000, 1024)
 	size := int64(len(raw))
-	proto, starts, err := FrameStarts(bytes.NewReader(raw), size, []int64{frames[3] - 1, frames[3], frames[9] + 1, frames[len(frames)-2]})
+	proto, starts, err := FramesNear(bytes.NewReader(raw), size, []int64{frames[3] - 1, frames[3], frames[9] + 1, frames[len(frames)-2]})
 	if want := []int64{frames[3], frames[3], frames[10], frames[len(frames)-2]}; err != nil || proto != 4 || !reflect.DeepEqual(starts, want) {
-		t.Fatalf("FrameStarts = %d, %v, %v; want 4, %v", proto, starts, err, want)
+		t.Fatalf("FramesNear = %d, %v, %v; want 4, %v", proto, starts, err, want)
 	}
 	starts = slices.Compact(starts)
 
@@ -467,9 +521,9 @@ func (s *internSink) String(b []byte, isBytes bool) (Value, error) {
 func TestWalkEntries(t *testing.T) {
 	for _, name := range []string{"bench_source", "train_deep_leak", "forward_deep_mixed", "depth_loss_upcast_all"} {
 		raw := gunzipFile(t, "../../testdata/scenarios/out/"+name+"/"+name+".pickle.gz")
-		proto, starts, err := FrameStarts(bytes.NewReader(raw), int64(len(raw)), []int64{int64(len(raw)) / 2})
-		if err != nil {
-			t.Fatal(err)
+		proto, starts, err := FramesNear(bytes.NewReader(raw), int64(len(raw)), []int64{int64(len(raw)) / 2})
+		if err != nil || starts[0] < 0 {
+			t.Fatalf("%s: no frame found past the middle: %d, %v", name, starts[0], err)
 		}
 		for _, from := range []int64{0, starts[0]} {
 			type walked struct {
