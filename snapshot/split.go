@@ -69,8 +69,8 @@ const walkCost = 0.4
 // slowest is a half of the head's own (the tail's walker stops at its
 // first batch), so P0 = P + walkCost P0 / 2: the cut is at
 // size / (2 - walkCost/2). Under the first rule 2 parts on 2 cores left
-// the tail done 128 ms before the head, of a 1.1 s decode of the 996 MB
-// bench file (dev VM, bench/RESULTS.md).
+// the tail done 52-164 ms before the head, of a 1.1 s decode of the 996
+// MB bench file (dev VM, bench/RESULTS.md).
 func balancedCuts(size int64, n int) []int64 {
 	if n == 2 {
 		return []int64{int64(float64(size) / (2 - walkCost/2))}
@@ -273,11 +273,11 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 		// large as the others: the tails wait for the slowest walker. An
 		// error reading leaves the head alone to report it.
 		cuts := cut(size, n)
-		p, at, err := pickle.FramesNear(src.readerAt(), size, append([]int64{cuts[0] / 2}, cuts...))
-		if err != nil {
+		var at []int64
+		var err error
+		if proto, at, err = pickle.FramesNear(src.readerAt(), size, append([]int64{cuts[0] / 2}, cuts...)); err != nil {
 			at = nil
 		}
-		proto = p
 		for k, s := range at {
 			if s < 0 {
 				continue

@@ -846,10 +846,10 @@ func (d *Decoder) Splice(t *Decoder, tr func(Value) Value, r io.Reader) error {
 // bytes from the offset whose length leads to another frameChain times
 // over, or to the stream's end. A FRAME byte and a length that only look
 // so, inside an opcode's bytes, are unlikely to chain; where they do, the
-// stretch before ends inside an opcode, its walk is not whole, and its
-// walk and the later ones are not joined (snapshot's startTails): such a
-// start can cost a split, never change a result. A stream before protocol
-// 4 has no frames, and gets none.
+// stretch before ends inside an opcode, its walk is not whole, and the
+// stretches after it are not joined (snapshot's startTails): such a start
+// can cost a split, never change a result. A stream before protocol 4 has
+// no frames, and gets none.
 func FramesNear(r io.ReaderAt, size int64, at []int64) (int, []int64, error) {
 	var hdr [2]byte
 	if _, err := r.ReadAt(hdr[:], 0); err != nil {
