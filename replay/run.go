@@ -433,22 +433,10 @@ func (r *replayer) account(recorded <-chan placedBatch, summed []chan placedBatc
 // the series whose index is w modulo writers; the last writer done with a
 // batch hands it back.
 func (t *Timeline) write(w, writers int, summed <-chan placedBatch, empty chan<- placedBatch) {
-	n := t.Len()
 	for b := range summed {
 		for m, s := range []*series{&t.allocated, &t.waste, &t.active} {
-			if m%writers != w {
-				continue
-			}
-			for j, v := range b.values[m][:len(b.words)] {
-				// put, inlined, takes the values of real traces; set, out
-				// of line, any value.
-				i := b.start + j
-				if !s.put(i, v) {
-					s.set(i, v)
-				}
-				if endsBlock(i, n) {
-					s.seal(i)
-				}
+			if m%writers == w {
+				s.write(b.start, b.values[m][:len(b.words)])
 			}
 		}
 		if b.left.Add(-1) == 0 {

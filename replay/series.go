@@ -27,8 +27,9 @@ const (
 // negative, or 2^32 units or more) switches the series to plain int64s,
 // so any input replays exactly.
 //
-// Values are written in order, i = 0, 1, ...: put (or set) stages each in
-// staged, and seal codes a block once its last event is in.
+// Values are written in order, i = 0, 1, ... (write): put (or set) stages
+// each in staged, and seal codes a block once its last event is in; a
+// whole block that fits is coded at once (codeWhole).
 type series struct {
 	shift  uint8 // the unit is 1<<shift bytes
 	n      int   // events
@@ -136,6 +137,57 @@ func (s *series) set(i int, v int64) {
 	s.wide[i] = v
 }
 
+// write writes vs, the values of events start, start+1, ..., which follow
+// the last ones written (start is 0 at first). A whole block of values
+// that fit is counted, framed and coded in one pass (codeWhole); any other
+// value goes through put, or set where put refuses, and its block is
+// sealed after its last event: the same series either way. Value by
+// value, with seal's passes over each block, the writers ran 582 M of
+// BenchmarkReplay's 3,108 M instructions; a block at once, 320 M of
+// 2,846 M (and analyze of a 288 MB bench-shaped file on one core 11.69 G
+// instead of 11.92 G).
+func (s *series) write(start int, vs []int64) {
+	for len(vs) > 0 {
+		k := start & blockMask
+		m := min(blockLen-k, len(vs))
+		if k != 0 || m < blockLen || !s.codeWhole(start, (*[blockLen]int64)(vs)) {
+			for j, v := range vs[:m] {
+				i := start + j
+				if !s.put(i, v) {
+					s.set(i, v)
+				}
+				if endsBlock(i, s.n) {
+					s.seal(i)
+				}
+			}
+		}
+		start += m
+		vs = vs[m:]
+	}
+}
+
+// codeWhole codes the block whose first event is i from its values vs, if
+// the series is not wide and they all fit, as put for each and then seal
+// would; it reports whether it did. The counts are staged on the way, and
+// a block it refuses is staged again from its first value.
+func (s *series) codeWhole(i int, vs *[blockLen]int64) bool {
+	if s.wide != nil {
+		return false
+	}
+	sh := s.shift & 63 // as in put
+	lo, hi := uint32(math.MaxUint32), uint32(0)
+	for k, v := range vs {
+		n := uint32(uint64(v) >> sh)
+		if int64(n)<<sh != v {
+			return false
+		}
+		s.staged[k] = n
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	s.code(i>>blockBits, s.staged[:], lo, hi)
+	return true
+}
+
 // seal codes the block of event i, the block's last event or the
 // series' last: its staged counts become the block's base and offsets.
 func (s *series) seal(i int) {
@@ -143,18 +195,24 @@ func (s *series) seal(i int) {
 		return
 	}
 	counts := s.staged[:i&blockMask+1]
-	b := &s.blocks[i>>blockBits]
-	b.base = slices.Min(counts)
-	if slices.Max(counts)-b.base > math.MaxUint16 {
+	s.code(i>>blockBits, counts, slices.Min(counts), slices.Max(counts))
+}
+
+// code makes counts, the smallest lo and the largest hi, block bi.
+func (s *series) code(bi int, counts []uint32, lo, hi uint32) {
+	b := &s.blocks[bi]
+	b.base = lo
+	if hi-lo > math.MaxUint16 {
 		b.high = uint32(len(s.high))
 		s.high = slices.Grow(s.high, blockLen)[:len(s.high)+blockLen]
-		high := s.high[b.high:]
+		high := s.high[b.high:][:len(counts)]
 		for k, c := range counts {
-			high[k] = uint16((c - b.base) >> 16)
+			high[k] = uint16((c - lo) >> 16)
 		}
 	}
+	low := b.low[:len(counts)]
 	for k, c := range counts {
-		b.low[k] = uint16(c - b.base)
+		low[k] = uint16(c - lo)
 	}
 }
 

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -10,17 +11,12 @@ import (
 	"github.com/vramscope/vramscope/snapshot"
 )
 
-// writeSeries writes values the way run does: put, then set where put
-// refuses, and a seal after each block's last event.
-func writeSeries(shift uint8, values []int64) series {
+// writeSeries writes values the way run does, in batches of batch values
+// (write): the batches' ends fall inside blocks and on their ends.
+func writeSeries(shift uint8, values []int64, batch int) series {
 	s := newSeries(len(values), shift)
-	for i, v := range values {
-		if !s.put(i, v) {
-			s.set(i, v)
-		}
-		if endsBlock(i, len(values)) {
-			s.seal(i)
-		}
+	for start := 0; start < len(values); start += batch {
+		s.write(start, values[start:min(start+batch, len(values))])
 	}
 	return s
 }
@@ -80,33 +76,40 @@ func TestSeries(t *testing.T) {
 		{"requested gap of 2^32", 0, []int64{3, 1 << 32, 7}, -1},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := writeSeries(tt.shift, tt.values)
-			if s.len() != len(tt.values) {
-				t.Fatalf("len %d, want %d", s.len(), len(tt.values))
+		for _, batch := range []int{1, 7, blockLen, 45, max(len(tt.values), 1)} {
+			t.Run(fmt.Sprintf("%s/batches of %d", tt.name, batch), func(t *testing.T) {
+				testSeries(t, writeSeries(tt.shift, tt.values, batch), tt.values, tt.highs)
+			})
+		}
+	}
+}
+
+// testSeries checks s, written from values: every value read back, the
+// largest of every range (whole blocks, parts of blocks, blocks with high
+// halves, wide series), and highs blocks with high halves (-1: wide).
+func testSeries(t *testing.T, s series, values []int64, highs int) {
+	t.Helper()
+	if s.len() != len(values) {
+		t.Fatalf("len %d, want %d", s.len(), len(values))
+	}
+	for i, v := range values {
+		if got := s.at(i); got != v {
+			t.Errorf("at(%d) = %d, want %d", i, got, v)
+		}
+	}
+	for lo := range values {
+		for hi := lo + 1; hi <= len(values); hi++ {
+			if got, want := s.maxIn(lo, hi), slices.Max(values[lo:hi]); got != want {
+				t.Fatalf("maxIn(%d, %d) = %d, want %d", lo, hi, got, want)
 			}
-			for i, v := range tt.values {
-				if got := s.at(i); got != v {
-					t.Errorf("at(%d) = %d, want %d", i, got, v)
-				}
-			}
-			// maxIn over every range: whole blocks, parts of blocks,
-			// blocks with high halves, wide series.
-			for lo := range tt.values {
-				for hi := lo + 1; hi <= len(tt.values); hi++ {
-					if got, want := s.maxIn(lo, hi), slices.Max(tt.values[lo:hi]); got != want {
-						t.Fatalf("maxIn(%d, %d) = %d, want %d", lo, hi, got, want)
-					}
-				}
-			}
-			highs := -1
-			if s.wide == nil {
-				highs = len(s.high)/blockLen - 1
-			}
-			if highs != tt.highs {
-				t.Errorf("%d blocks with high halves (-1: wide), want %d", highs, tt.highs)
-			}
-		})
+		}
+	}
+	got := -1
+	if s.wide == nil {
+		got = len(s.high)/blockLen - 1
+	}
+	if got != highs {
+		t.Errorf("%d blocks with high halves (-1: wide), want %d", got, highs)
 	}
 }
 
