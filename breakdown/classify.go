@@ -259,7 +259,7 @@ func (ev *Events) scan() {
 		out := &parts[p]
 		scan := diagnose.NewBackwardScan(ev.sn, ev.tr, ev.opts.Filter)
 		optim, zero := windowCursor{ws: ev.optim}, windowCursor{ws: ev.zero}
-		events := ev.tr.Cursor()
+		buf := make([]snapshot.Event, 512)
 		// An event without Python frames is inside a backward() call if
 		// the run of such events it is in is (During). A run that starts
 		// and ends in the range is settled at its end, by the events with
@@ -270,46 +270,50 @@ func (ev *Events) scan() {
 		lastPython := snapshot.NoStack // the range's last event with Python frames
 		seenPython := false
 		var pending []int32
-		for i := lo; i < hi; i++ {
-			e := events.At(i)
-			si := ev.info(e.Stack)
-			p := si.phase
-			if p == phaseNone || p == phaseTop {
-				switch {
-				case optim.holds(i):
-					p = phaseOptimizer
-				case zero.holds(i):
-					p = phaseZeroGrad
-				}
-			}
-			switch python := scan.HasPython(e.Stack); {
-			case python:
-				if len(pending) > 0 && scan.InCall(lastPython, e.Stack) {
-					for _, k := range pending {
-						ev.phases[k] = phaseBackward
+		phases := ev.phases
+		for start := lo; start < hi; start += len(buf) {
+			es := ev.tr.Events(buf[:min(len(buf), hi-start)], start)
+			for j := range es {
+				e, i := &es[j], start+j
+				si := ev.info(e.Stack)
+				p := si.phase
+				if p == phaseNone || p == phaseTop {
+					switch {
+					case optim.holds(i):
+						p = phaseOptimizer
+					case zero.holds(i):
+						p = phaseZeroGrad
 					}
 				}
-				pending = pending[:0]
-				lastPython, seenPython = e.Stack, true
-			case p != phaseNone:
-			case seenPython:
-				pending = append(pending, int32(i))
-			case scan.During(i, e.Stack) != nil: // a run begun before the range
-				p = phaseBackward
-			}
-			ev.phases[i] = p
-			if e.Action != snapshot.ActionAlloc {
-				continue
-			}
-			if si.phase == phaseForward {
-				out.forwards = append(out.forwards, int32(i))
-			}
-			if si.rule != nil {
-				switch si.rule.kind {
-				case kindParameter:
-					out.paramSizes = append(out.paramSizes, e.Size)
-				case kindWorkspace:
-					out.workspaces = append(out.workspaces, e.Size)
+				switch python := scan.HasPython(e.Stack); {
+				case python:
+					if len(pending) > 0 && scan.InCall(lastPython, e.Stack) {
+						for _, k := range pending {
+							phases[k] = phaseBackward
+						}
+					}
+					pending = pending[:0]
+					lastPython, seenPython = e.Stack, true
+				case p != phaseNone:
+				case seenPython:
+					pending = append(pending, int32(i))
+				case scan.During(i, e.Stack) != nil: // a run begun before the range
+					p = phaseBackward
+				}
+				phases[i] = p
+				if e.Action != snapshot.ActionAlloc {
+					continue
+				}
+				if si.phase == phaseForward {
+					out.forwards = append(out.forwards, int32(i))
+				}
+				if si.rule != nil {
+					switch si.rule.kind {
+					case kindParameter:
+						out.paramSizes = append(out.paramSizes, e.Size)
+					case kindWorkspace:
+						out.workspaces = append(out.workspaces, e.Size)
+					}
 				}
 			}
 		}
