@@ -259,7 +259,7 @@ func (ev *Events) scan() {
 		out := &parts[p]
 		scan := diagnose.NewBackwardScan(ev.sn, ev.tr, ev.opts.Filter)
 		optim, zero := windowCursor{ws: ev.optim}, windowCursor{ws: ev.zero}
-		buf := make([]snapshot.Event, 512)
+		buf := make([]snapshot.Event, 512) // as many as a Cursor unpacks at once
 		// An event without Python frames is inside a backward() call if
 		// the run of such events it is in is (During). A run that starts
 		// and ends in the range is settled at its end, by the events with
