@@ -221,10 +221,11 @@ func (b *Breakdown) sweep(at []int, group []int, n int) [][]int64 {
 			for lo < len(at) && at[lo] < start {
 				lo++
 			}
-			hi := lo + sort.SearchInts(at[lo:], free)
-			if lo == hi {
+			// Most blocks are freed before the next moment: no search.
+			if lo == len(at) || at[lo] >= free {
 				continue
 			}
+			hi := lo + sort.SearchInts(at[lo:], free)
 			g, size := group[b.of[k]], int64(tl.Allocation(k).Size)
 			diff[lo][g] += size
 			diff[hi][g] -= size
