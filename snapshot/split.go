@@ -63,21 +63,24 @@ const walkCost = 0.4
 // head's part is walked in two stretches (decodeSplit), and with n parts
 // on n cores the n walkers and the head share the cores during the walk:
 // the head decodes, in decoding's time, walkCost times the slowest
-// stretch. With more than 2 parts that is a tail's, of P bytes, and all
-// end together when the head's part P0 = P (1 + walkCost): stretch k
-// starts at (k + walkCost) size / (n + walkCost). With 2 parts the
-// slowest is a half of the head's own (the tail's walker stops at its
-// first batch), so P0 = P + walkCost P0 / 2: the cut is at
-// size / (2 - walkCost/2). Under the first rule 2 parts on 2 cores left
-// the tail done 52-164 ms before the head, of a 1.1 s decode of the 996
-// MB bench file (dev VM, bench/RESULTS.md).
+// stretch. With tails of P bytes and the head's part of P0 = headShare P,
+// stretch k starts at (k + headShare) size / (n - 1 + headShare).
+//   - With more than 2 parts the slowest stretch is a tail's, walked whole:
+//     P0 = P + walkCost P, headShare = 1 + walkCost.
+//   - With 2 the tail's walker stops at its first batch, and the slowest
+//     is a half of the head's own part: P0 = P + walkCost P0 / 2,
+//     headShare = 1 / (1 - walkCost/2), the cut at 1/1.8 of the file.
+//     Under the first rule 2 parts on 2 cores left the tail done 52-164 ms
+//     before the head, of a 1.1 s decode of the 996 MB bench file (dev VM,
+//     bench/RESULTS.md).
 func balancedCuts(size int64, n int) []int64 {
+	headShare := 1 + walkCost
 	if n == 2 {
-		return []int64{int64(float64(size) / (2 - walkCost/2))}
+		headShare = 1 / (1 - walkCost/2)
 	}
 	cuts := make([]int64, n-1)
 	for k := range cuts {
-		cuts[k] = int64(float64(size) * (float64(k+1) + walkCost) / (float64(n) + walkCost))
+		cuts[k] = int64(float64(size) * (float64(k) + headShare) / (float64(n-1) + headShare))
 	}
 	return cuts
 }
