@@ -65,7 +65,8 @@ func loadTruth(t *testing.T, name string) *truth {
 
 // truthRuns are the ground-truth workloads of each recording in
 // testdata/breakdown/out: the H100's (2026-11-24/25) and the H200's
-// (2026-12-02, after the blocks live at a moment came to be found in ranges).
+// (2026-12-02, recorded again at 03:28 UTC after the breakdown's scan and
+// sweep came to read less).
 var truthRuns = func() (runs []string) {
 	for _, rec := range []string{"", "h200-20261202/"} {
 		for _, w := range []string{"mlp_adamw", "llama_train", "kv_generate", "fsdp_train"} {
