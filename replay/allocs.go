@@ -86,14 +86,18 @@ func (t *Timeline) add(a *Allocation, pool int) int32 {
 // size and pool fit. One that does not, or is not traced, is full: a is
 // kept whole as t.full[nextFull], which the caller appends.
 func newRecord(a *Allocation, pool, nextFull int) allocRecord {
-	r := allocRecord{start: a.Start, free: a.Free, end: a.End}
-	units := a.Size >> allocator.MinBlockBits
-	if a.Origin == Traced && units<<allocator.MinBlockBits == a.Size && units < 1<<unitBits && uint(pool) < 1<<poolBits {
-		r.packed = uint32(pool)<<unitBits | uint32(units)
-	} else {
-		r.packed = fullBit | uint32(nextFull)
+	return allocRecord{start: a.Start, free: a.Free, end: a.End, packed: recordWord(a.Origin == Traced, a.Size, pool, nextFull)}
+}
+
+// recordWord is the packed word of the record of a block of size bytes in
+// pool index pool, traced or not: its units and pool if they fit and it
+// is traced, or else the index nextFull of its Allocation in
+// Timeline.full, with fullBit.
+func recordWord(traced bool, size uint64, pool, nextFull int) uint32 {
+	if units := size >> allocator.MinBlockBits; traced && units<<allocator.MinBlockBits == size && units < 1<<unitBits && uint(pool) < 1<<poolBits {
+		return uint32(pool)<<unitBits | uint32(units)
 	}
-	return r
+	return fullBit | uint32(nextFull)
 }
 
 // size is r's block size.

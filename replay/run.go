@@ -16,8 +16,8 @@ import (
 // allocator's layout: which block each alloc takes, of what size and in
 // which pool. The recorder (open, then record) writes each alloc's record
 // and ends it at its free, and says by how much each event changes the
-// usage, which the accountant (account, on this goroutine) sums and the
-// writers (write) code.
+// usage, which the accountant (account, on this goroutine) sums for the
+// peaks and the pools, and the writers (write) for the series they code.
 // On the 996 MB bench file (11.4 M events) the pass took 0.65 s on one
 // core. On 16 it took 0.6 s of wall time as two goroutines (the matcher
 // and placer one, the accountant with the writer the other), as long as
@@ -158,8 +158,8 @@ const placedBatches = 16
 // block active at the address). The placer replaces an alloc's with
 // placedAlloc's and gives a segment event's its pool index. The
 // recorder's changes and pools are each event's change to the usage and
-// its pool's index (-1: none), the accountant's values each event's
-// allocated bytes, waste and active bytes, for the writer.
+// its pool's index (-1: none), the writers' values each event's
+// allocated bytes, waste and active bytes.
 type placedBatch struct {
 	start  int
 	events []snapshot.Event
@@ -285,7 +285,9 @@ func (r *replayer) open(next int32, placed <-chan placedBatch, opened chan<- pla
 	full := len(t.full) // record appends the full records' Allocations in this order
 	for b := range placed {
 		rare := b.rare
-		events := b.events[:len(b.words)] // as in account: no bounds checks
+		// Cut to the batch's length, as in account: no bounds checks.
+		n := len(b.words)
+		events, changes, pools := b.events[:n], b.changes[:n], b.pools[:n]
 		for j, w := range b.words {
 			if events[j].Action != snapshot.ActionAlloc {
 				continue
@@ -294,12 +296,27 @@ func (r *replayer) open(next int32, placed <-chan placedBatch, opened chan<- pla
 			rec := newTraced(size, b.start+j, pool, full)
 			if rec.full() {
 				full++
+			} else if w >= 0 {
+				// A plain alloc's change to the usage (plainAlloc), which
+				// record skips.
+				changes[j] = Sample{Allocated: int64(size), Requested: int64(events[j].Size), Active: int64(size)}
+				pools[j] = int32(pool)
 			}
 			t.allocs[next] = rec
 			next++
 		}
 		opened <- b
 	}
+}
+
+// plainAlloc reports whether an alloc's word w says its block size and
+// pool index, and its record is packed: then open notes its change to the
+// usage and its pool, and record has nothing to do for it. record, which
+// reads each free's record, had held the forward pass back on 16 cores:
+// 125-139 ms of CPU time of a 145-158 ms pass on the 996 MB bench file,
+// where open took 56-61 (bench/RESULTS.md).
+func plainAlloc(w int64) bool {
+	return w >= 0 && recordWord(true, uint64(w>>16), int(w&(1<<16-1)), 0)&fullBit == 0
 }
 
 // allocPlaced is the block size and pool index an alloc's word w says,
@@ -316,7 +333,7 @@ func allocPlaced(w int64, rare *[]rareAlloc) (size uint64, pool int, ra *rareAll
 // newTraced is the record of a traced alloc at event i, whose block has
 // size bytes in pool.
 func newTraced(size uint64, i, pool, nextFull int) allocRecord {
-	return newRecord(&Allocation{Size: size, Start: int32(i), Free: LiveAtEnd, End: LiveAtEnd, Origin: Traced}, pool, nextFull)
+	return allocRecord{start: int32(i), free: LiveAtEnd, end: LiveAtEnd, packed: recordWord(true, size, pool, nextFull)}
 }
 
 // record is the recorder's second half: it ends the records at their
@@ -338,6 +355,9 @@ func (r *replayer) record(opened <-chan placedBatch, recorded chan<- placedBatch
 			pool := -1
 			switch e.Action {
 			case snapshot.ActionAlloc:
+				if plainAlloc(w) {
+					continue // open noted it
+				}
 				size, p, ra := allocPlaced(w, &rare)
 				if ra != nil && ra.ended >= 0 {
 					r.endRecord(ra.ended, i, t.requested(&t.allocs[ra.ended]), &d)
@@ -382,42 +402,49 @@ func (r *replayer) record(opened <-chan placedBatch, recorded chan<- placedBatch
 }
 
 // account is the accountant: it sums the recorder's changes into the
-// usage, the pool steps and the peaks, and hands each batch with its
-// values to the writer.
+// usage, the pool steps and the peaks, and hands each batch to the
+// writers, which sum the changes into their series' values themselves:
+// with their stores here it held the forward pass back on 16 cores as
+// the recorder did (bench/RESULTS.md).
 func (r *replayer) account(recorded <-chan placedBatch, summed []chan placedBatch) {
 	t := r.t
 	cur := t.Initial
+	peaks := &t.peaks
 	for b := range recorded {
-		// The batch's slices cut to its length, so that the stores below
-		// need no bounds checks (a fifth of the accountant's instructions);
-		// the peaks are compared from an array, not through get's switch.
+		// The batch's slices cut to its length, so that the loads below
+		// need no bounds checks (a fifth of the accountant's instructions).
 		n := len(b.words)
 		pools, changes, events := b.pools[:n], b.changes[:n], b.events[:n]
-		allocated, waste, active := b.values[0][:n], b.values[1][:n], b.values[2][:n]
 		for j := range n {
-			i := b.start + j
-			if pool := int(pools[j]); pool >= 0 {
-				d := changes[j]
-				cur.add(d)
-				// The default pool is not followed: it is the total minus the
-				// private pools.
-				if pool > 0 && d != (Sample{}) {
-					r.pools[pool].add(d)
-					t.poolSteps[pool-1] = append(t.poolSteps[pool-1], poolStep{index: i, Sample: r.pools[pool]})
-				}
-				if d.Reserved != 0 {
-					t.reserved = append(t.reserved, reservedStep{index: int32(i), bytes: cur.Reserved})
-				}
-				// Only an event that raises a series can make it peak.
-				if d.Allocated > 0 || d.Requested > 0 || d.Active > 0 || d.Reserved > 0 {
-					for m, v := range cur.metrics() {
-						if v > t.peaks[m].Bytes {
-							t.peaks[m] = Peak{Index: i, TimeUS: events[j].TimeUS, Bytes: v}
-						}
-					}
-				}
+			pool := int(pools[j])
+			if pool < 0 {
+				continue
 			}
-			allocated[j], waste[j], active[j] = cur.Allocated, cur.Allocated-cur.Requested, cur.Active
+			i := b.start + j
+			d := changes[j]
+			cur.add(d)
+			// The default pool is not followed: it is the total minus the
+			// private pools.
+			if pool > 0 && d != (Sample{}) {
+				r.pools[pool].add(d)
+				t.poolSteps[pool-1] = append(t.poolSteps[pool-1], poolStep{index: i, Sample: r.pools[pool]})
+			}
+			if d.Reserved != 0 {
+				t.reserved = append(t.reserved, reservedStep{index: int32(i), bytes: cur.Reserved})
+			}
+			// Only an event that raises a metric can make it peak.
+			if d.Allocated > 0 && cur.Allocated > peaks[Allocated].Bytes {
+				peaks[Allocated] = Peak{Index: i, TimeUS: events[j].TimeUS, Bytes: cur.Allocated}
+			}
+			if d.Requested > 0 && cur.Requested > peaks[Requested].Bytes {
+				peaks[Requested] = Peak{Index: i, TimeUS: events[j].TimeUS, Bytes: cur.Requested}
+			}
+			if d.Active > 0 && cur.Active > peaks[Active].Bytes {
+				peaks[Active] = Peak{Index: i, TimeUS: events[j].TimeUS, Bytes: cur.Active}
+			}
+			if d.Reserved > 0 && cur.Reserved > peaks[Reserved].Bytes {
+				peaks[Reserved] = Peak{Index: i, TimeUS: events[j].TimeUS, Bytes: cur.Reserved}
+			}
 		}
 		b.left.Store(int32(len(summed)))
 		for _, c := range summed {
@@ -429,20 +456,54 @@ func (r *replayer) account(recorded <-chan placedBatch, summed []chan placedBatc
 	}
 }
 
-// write is writer w of writers: it codes the values of each batch into
-// the series whose index is w modulo writers; the last writer done with a
-// batch hands it back.
+// write is writer w of writers: it sums the changes of each batch into
+// the values of the series whose index is w modulo writers (allocated
+// bytes, waste and active bytes) and codes them; the last writer done
+// with a batch hands it back.
 func (t *Timeline) write(w, writers int, summed <-chan placedBatch, empty chan<- placedBatch) {
+	series := [...]*series{&t.allocated, &t.waste, &t.active}
+	cur := [len(series)]int64{t.Initial.Allocated, t.Initial.Allocated - t.Initial.Requested, t.Initial.Active}
 	for b := range summed {
-		for m, s := range []*series{&t.allocated, &t.waste, &t.active} {
-			if m%writers == w {
-				s.write(b.start, b.values[m][:len(b.words)])
+		n := len(b.words)
+		changes := b.changes[:n]
+		for m, s := range series {
+			if m%writers != w {
+				continue
 			}
+			values := b.values[m][:n]
+			cur[m] = sumInto(values, cur[m], m, changes)
+			s.write(b.start, values)
 		}
 		if b.left.Add(-1) == 0 {
 			empty <- b
 		}
 	}
+}
+
+// sumInto sets values to v summed with changes' to series m of write's,
+// and returns the last. An event of no pool (-1) changes none of them
+// (only a segment's may change the reserved bytes), so they need no look
+// at the pools.
+func sumInto(values []int64, v int64, m int, changes []Sample) int64 {
+	changes = changes[:len(values)]
+	switch m {
+	case 0:
+		for j := range values {
+			v += changes[j].Allocated
+			values[j] = v
+		}
+	case 1:
+		for j := range values {
+			v += changes[j].Allocated - changes[j].Requested
+			values[j] = v
+		}
+	default:
+		for j := range values {
+			v += changes[j].Active
+			values[j] = v
+		}
+	}
+	return v
 }
 
 // endRecord ends allocation k, whose requested size is requested, at event

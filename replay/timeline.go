@@ -91,11 +91,6 @@ func (s *Sample) add(o Sample) {
 	s.Reserved += o.Reserved
 }
 
-// metrics are s's usages in Metric's order.
-func (s *Sample) metrics() [numMetrics]int64 {
-	return [numMetrics]int64{s.Allocated, s.Requested, s.Active, s.Reserved}
-}
-
 func (s *Sample) get(m Metric) int64 {
 	switch m {
 	case Allocated:
