@@ -54,6 +54,13 @@ type layout struct {
 	// replay: 1.90 M -> 1.50 M branch mispredicts (callgrind --branch-sim),
 	// min wall 21 -> 19 ms.
 	pageSeg [1024]int32
+	// The small segments the layout owns, kept in arrays (dense.go), by
+	// address and by index in segs (nil: in the maps); and the sizes of
+	// the blocks placed in the others, the placer's (place.go).
+	dense   map[uint64]*dense
+	denseOf []*dense
+	noDense bool // none from now on (undenseAll)
+	sizes   *addrMap[uint64]
 }
 
 // newLayout returns the layout of segs, whose owners are of shards
@@ -162,18 +169,20 @@ func (l *layout) dropFree(start, end uint64) {
 }
 
 // freeContaining finds the free range holding [addr, addr+size) when it does
-// not start at addr. It scans every free range: only reached on unmaps and
-// on inconsistent traces, never per ordinary event.
+// not start at addr: of ranges that overlap (an inconsistent trace's), the
+// one that starts first, whatever the map's order. It scans every free
+// range: only reached on unmaps and on inconsistent traces, never per
+// ordinary event.
 func (l *layout) freeContaining(addr, size uint64) (start, end uint64, ok bool) {
 	if end, ok := l.freeFrom.get(addr); ok && end >= addr+size {
 		return addr, end, true
 	}
 	for s, e := range l.freeFrom.all() {
-		if s <= addr && addr+size <= e {
-			return s, e, true
+		if s <= addr && addr+size <= e && (!ok || s < start) {
+			start, end, ok = s, e, true
 		}
 	}
-	return 0, 0, false
+	return start, end, ok
 }
 
 // take carves the block for an allocation of requested bytes at addr, in
@@ -189,6 +198,12 @@ func (l *layout) take(seg int, addr, requested, known uint64) (size uint64, ok, 
 	}
 	if seg < 0 {
 		return r, false, false
+	}
+	if d := l.denseAt(seg); d != nil {
+		if size, ok, carved, done := l.takeDense(d, seg, addr, r, known); done {
+			return size, ok, carved
+		}
+		l.undense(seg)
 	}
 	// The free range is shrunk in place: its start is removed here, its end
 	// keeps its key in freeTo.
@@ -207,6 +222,9 @@ func (l *layout) take(seg int, addr, requested, known uint64) (size uint64, ok, 
 	}
 	if addr+size > end {
 		size, ok = end-addr, false
+	}
+	if s := &l.segs[seg]; len(l.dense) > 0 && (start < s.addr || end > s.end()) {
+		l.undenseAll() // a range out of its segment: the maps keep every one
 	}
 	if start < addr {
 		l.addFree(start, addr)
@@ -238,6 +256,12 @@ func (l *layout) release(seg int, addr, size uint64) {
 	if seg < 0 {
 		return
 	}
+	if d := l.denseAt(seg); d != nil {
+		if l.releaseDense(d, addr, size) {
+			return
+		}
+		l.undense(seg)
+	}
 	s := &l.segs[seg]
 	if start > s.addr {
 		if prev, ok := l.freeTo.remove(start); ok {
@@ -249,7 +273,50 @@ func (l *layout) release(seg int, addr, size uint64) {
 			end = next // freeTo[next] is overwritten below
 		}
 	}
+	if len(l.dense) > 0 && (start < s.addr || end > s.end()) {
+		l.undenseAll() // a range out of its segment: the maps keep every one
+	}
 	l.addFree(start, end)
+}
+
+// dropSegment drops the free range that a segment event e releases in
+// segment seg, which the layout owns, and says whether it found one and
+// what it left free on either side.
+func (l *layout) dropSegment(seg int, e snapshot.Event) (ok bool, left, right [2]uint64) {
+	if d := l.denseAt(seg); d != nil {
+		if d.addr == e.Addr && e.Size == allocator.SmallBuffer && d.wholeFree() {
+			delete(l.dense, d.addr) // the maps would drop the range and keep nothing
+			return true, left, right
+		}
+		l.undenseAll() // the maps would keep what else it holds
+	}
+	start, end, found := l.freeContaining(e.Addr, e.Size)
+	if !found {
+		if len(l.dense) > 0 {
+			l.undenseAll() // the maps may keep what the segment held
+		}
+		return false, left, right
+	}
+	l.dropFree(start, end)
+	if start < e.Addr {
+		l.addFree(start, e.Addr)
+		left = [2]uint64{start, e.Addr}
+	}
+	if e.Addr+e.Size < end {
+		l.addFree(e.Addr+e.Size, end)
+		right = [2]uint64{e.Addr + e.Size, end}
+	}
+	return true, left, right
+}
+
+// within reports whether the free range r (none if empty) lies in one
+// segment.
+func (l *layout) within(r [2]uint64) bool {
+	if r[0] == r[1] {
+		return true
+	}
+	i := l.segs.find(r[0])
+	return i >= 0 && r[1] <= l.segs[i].end()
 }
 
 // applySegment replays a segment event: new ranges are free, removed ranges
@@ -263,32 +330,37 @@ func (l *layout) applySegment(e snapshot.Event, info segmentInfo, owner int32) (
 	switch e.Action {
 	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 		clash = l.segs.overlaps(e.Addr, e.Size)
+		if clash && len(l.dense) > 0 {
+			l.undenseAll()
+		}
+		n := len(l.segs)
 		i := l.segs.add(e.Addr, e.Size, info, e.Action == snapshot.ActionSegmentMap)
-		if l.segs[i].addr == e.Addr && l.segs[i].size == e.Size {
+		fresh := l.segs[i].addr == e.Addr && l.segs[i].size == e.Size
+		if fresh {
 			l.segs[i].owner = owner
 		}
 		clear(l.pageSeg[:]) // indices moved
+		l.indexDense()
 		seg := l.find(e.Addr)
 		if owned = l.owns(seg); owned {
+			if fresh && !clash && len(l.segs) == n+1 {
+				l.densifyNew(seg)
+			}
 			l.release(seg, e.Addr, e.Size)
 		}
 		return owned, true, clash
 	case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
 		okFree := false
+		var left, right [2]uint64
 		if owned = l.owns(l.segs.find(e.Addr)); owned {
-			if start, end, found := l.freeContaining(e.Addr, e.Size); found {
-				okFree = true
-				l.dropFree(start, end)
-				if start < e.Addr {
-					l.addFree(start, e.Addr)
-				}
-				if e.Addr+e.Size < end {
-					l.addFree(e.Addr+e.Size, end)
-				}
-			}
+			okFree, left, right = l.dropSegment(l.segs.find(e.Addr), e)
 		}
 		clear(l.pageSeg[:]) // indices moved
 		_, removed := l.segs.remove(e.Addr, e.Size)
+		l.indexDense()
+		if len(l.dense) > 0 && (!l.within(left) || !l.within(right)) {
+			l.undenseAll()
+		}
 		return owned, removed && okFree, false
 	}
 	return true, true, false

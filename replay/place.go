@@ -29,8 +29,7 @@ func placerShards(procs int) int { return max(1, min(4, procs/4)) }
 // A placer is one shard of the placer.
 type placer struct {
 	r       *replayer
-	layout  *layout
-	sizes   *addrMap[uint64] // address of an active block it placed -> its size
+	layout  *layout // with the sizes of the blocks the shard placed
 	caveats caveatCounter
 	// inexact says that the shard met what one placer would have done
 	// with another shard's free ranges or blocks.
@@ -46,15 +45,19 @@ func (r *replayer) placers() []*placer {
 	n := r.layout.shards
 	ps := make([]*placer, n)
 	for k, l := range r.layout.split() {
-		ps[k] = &placer{r: r, layout: l, sizes: r.sizes}
+		ps[k] = &placer{r: r, layout: l}
+		l.sizes = r.sizes
 		if n > 1 {
-			ps[k].sizes = newAddrMap[uint64]()
+			l.sizes = newAddrMap[uint64]()
 		}
 	}
 	if n > 1 {
 		for addr, size := range r.sizes.all() {
-			ps[r.layout.ownerAt(addr)].sizes.set(addr, size)
+			ps[r.layout.ownerAt(addr)].layout.sizes.set(addr, size)
 		}
+	}
+	for _, p := range ps {
+		p.layout.densifyAll()
 	}
 	r.layout = ps[0].layout // every shard's segments are all of them (compareFinal)
 	return ps
@@ -219,12 +222,12 @@ func mergeRare(dst []rareAlloc, rares [][]rareAlloc) []rareAlloc {
 func (p *placer) placeAlloc(i int, e *snapshot.Event, seg int, known uint64, ended int32, rare *[]rareAlloc) int64 {
 	l := p.layout
 	if ended >= 0 {
-		old, ok := p.sizes.get(e.Addr)
+		old, ok := l.blockAt(seg, e.Addr)
 		p.unsure(!ok)
 		l.release(seg, e.Addr, old)
 	}
 	size, ok, carved := l.take(seg, e.Addr, e.Size, known)
-	p.sizes.set(e.Addr, size)
+	l.setBlock(seg, e.Addr, size)
 	switch {
 	case seg < 0:
 		p.caveats.add(UnknownAddress, i, size)
@@ -260,7 +263,7 @@ func (p *placer) placeFree(e *snapshot.Event, w int64, seg int) {
 		return
 	}
 	l := p.layout
-	size, ok := p.sizes.remove(e.Addr)
+	size, ok := l.removeBlock(seg, e.Addr)
 	p.unsure(!ok)
 	l.release(seg, e.Addr, size)
 }

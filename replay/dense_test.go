@@ -1,0 +1,87 @@
+package replay
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vramscope/vramscope/internal/testutil"
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// smallSegmentTrace works a 2 MiB small-pool segment before the trace
+// (with a block live at its start) and one the trace creates: blocks split
+// and merged on both sides, the segment freed whole and created again at
+// the same address, then freed with a block still placed in it (which
+// moves every segment to the maps), and allocs at an address inside a
+// block's units and of a size that is not whole units.
+func smallSegmentTrace() *snapshot.Snapshot {
+	c0 := a0 + 2*mib
+	evs := events(
+		ev(alloc, a0+kib, 3*kib), ev(alloc, a0+4*kib, kib), ev(alloc, a0+5*kib, 512),
+		free(a0+4*kib, kib), free(a0+kib, 3*kib), free(a0+5*kib, 512),
+		ev(segAlloc, c0, 2*mib),
+		ev(alloc, c0, 8*kib), ev(alloc, c0+8*kib, 8*kib), free(c0, 8*kib), ev(alloc, c0, 4*kib),
+		free(c0+8*kib, 8*kib), free(c0, 4*kib), ev(segFree, c0, 2*mib),
+		ev(segAlloc, c0, 2*mib), ev(alloc, c0+16*kib, kib), ev(segFree, c0, 2*mib),
+		ev(alloc, a0+kib+100, 300), free(a0+kib+100, 300),
+		ev(alloc, a0+kib, 700), free(a0+kib, 700),
+	)
+	return build([]seg{{addr: a0, size: 2 * mib, typ: snapshot.Small, blocks: []blk{
+		{kib, kib, allocated}, {2*mib - kib, 0, inactive},
+	}}}, evs)
+}
+
+// Keeping small segments in arrays changes no timeline: every fixture, the
+// allocator what-if snapshots, the bench seed and the traces above replay
+// the same with the maps alone, on one placer and on shards.
+func TestDenseLayout(t *testing.T) {
+	paths := testutil.Fixtures(t)
+	more, _ := filepath.Glob(filepath.Join("..", "testdata", "allocsim", "out", "*", "*.pickle.gz"))
+	paths = append(paths, more...)
+	paths = append(paths, filepath.Join("..", "testdata", "scenarios", "out", "bench_source", "bench_source.pickle.gz"))
+	snaps := map[string]*snapshot.Snapshot{
+		"small":        smallSegmentTrace(),
+		"inconsistent": inconsistentTrace(3),
+		"steps":        stepTrace(3000),
+	}
+	for _, path := range paths {
+		snaps[strings.TrimPrefix(path, "../")] = testutil.Snapshot(t, path)
+	}
+	defer func() { keepDense = true }()
+	dense := 0
+	for name, sn := range snaps {
+		for d := range sn.Devices() {
+			var tr snapshot.Trace
+			if d < len(sn.Traces) {
+				tr = sn.Traces[d]
+			}
+			for _, st := range []stages{{1, 1, 1}, {4, 2, 3}} {
+				keepDense = false
+				want := replayDevice(sn, d, tr, st)
+				keepDense = true
+				got := replayDevice(sn, d, tr, st)
+				if got.inexact != want.inexact || !reflect.DeepEqual(got.t, want.t) {
+					t.Errorf("%s device %d, %d shards: the dense layout gives another timeline", name, d, st.shards)
+				}
+			}
+			if small(sn) {
+				dense++
+			}
+		}
+	}
+	if dense < 10 {
+		t.Errorf("%d snapshots have a small segment, want 10 or more to compare on", dense)
+	}
+}
+
+// small reports whether sn has a segment a layout keeps dense.
+func small(sn *snapshot.Snapshot) bool {
+	for _, s := range sn.Segments {
+		if denseKept(&segment{addr: s.Address, size: s.TotalSize, segmentInfo: segmentInfo{expandable: s.Expandable}}) {
+			return true
+		}
+	}
+	return false
+}
