@@ -277,13 +277,13 @@ func (l *layout) takeDense(d *dense, seg int, addr, r, known uint64) (size uint6
 }
 
 // releaseDense is release in a dense segment d; false, with nothing
-// changed, where addr or size is not a whole unit or the range passes
-// the segment's end.
+// changed, where addr or size is not a whole unit, the range is empty (a
+// block of unknown size) or it passes the segment's end.
 func (l *layout) releaseDense(d *dense, addr, size uint64) bool {
 	start, ok1 := d.unit(addr)
 	n, ok2 := unitsOf(size)
 	end := start + n
-	if !ok1 || !ok2 || end > denseUnits {
+	if !ok1 || !ok2 || n == 0 || end > denseUnits {
 		return false
 	}
 	if start > 0 {
