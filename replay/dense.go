@@ -124,6 +124,10 @@ func (l *layout) densifyAll() {
 		seg := l.segs.find(start)
 		end, _ := l.freeFrom.remove(start)
 		d := l.denseAt(seg)
+		if d == nil { // undense above
+			l.freeFrom.set(start, end)
+			continue
+		}
 		u, ok1 := d.unit(start)
 		e, ok2 := d.unit(end)
 		if !ok1 || !ok2 || e <= u {

@@ -33,6 +33,16 @@ func smallSegmentTrace() *snapshot.Snapshot {
 	}}}, evs)
 }
 
+// unalignedSmallSegment has a 2 MiB small-pool segment whose free ranges
+// before the trace start off the units: the maps keep it.
+func unalignedSmallSegment() *snapshot.Snapshot {
+	evs := events(free(a0, 1000), free(a0+4096, 1000), ev(alloc, a0+4096, 512), free(a0+4096, 512), free(a0+8192, 1000))
+	return build([]seg{{addr: a0, size: 2 * mib, typ: snapshot.Small, blocks: []blk{
+		{1000, 1000, allocated}, {3096, 0, inactive}, {1000, 1000, allocated}, {3096, 0, inactive},
+		{1000, 1000, allocated}, {2*mib - 9192, 0, inactive},
+	}}}, evs)
+}
+
 // Keeping small segments in arrays changes no timeline: every fixture, the
 // allocator what-if snapshots, the bench seed and the traces above replay
 // the same with the maps alone, on one placer and on shards.
@@ -43,6 +53,7 @@ func TestDenseLayout(t *testing.T) {
 	paths = append(paths, filepath.Join("..", "testdata", "scenarios", "out", "bench_source", "bench_source.pickle.gz"))
 	snaps := map[string]*snapshot.Snapshot{
 		"small":        smallSegmentTrace(),
+		"unaligned":    unalignedSmallSegment(),
 		"inconsistent": inconsistentTrace(3),
 		"steps":        stepTrace(3000),
 	}
