@@ -1,0 +1,42 @@
+package replay
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/vramscope/vramscope/snapshot"
+)
+
+// FuzzReplay replays whatever the decoder makes of arbitrary bytes, seeded
+// with the decoder's format fixtures (.ci/fuzz runs it in CI): on one
+// placer and on shards, the replay must return timelines or an error
+// without panicking, whatever the segments, blocks and trace say. Crashers
+// found by `go test -fuzz=FuzzReplay` are kept under testdata/fuzz/FuzzReplay
+// and replayed by every plain `go test`.
+func FuzzReplay(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("..", "snapshot", "testdata", "format", "*.pickle"))
+	for _, p := range files {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sn, err := snapshot.Decode(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		for d := range sn.Devices() {
+			var tr snapshot.Trace
+			if d < len(sn.Traces) {
+				tr = sn.Traces[d]
+			}
+			for _, st := range []stages{{1, 1, 1}, {4, 2, 3}} {
+				replayDevice(sn, d, tr, st)
+			}
+		}
+	})
+}
