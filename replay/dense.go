@@ -62,21 +62,22 @@ func unitsOf(size uint64) (int, bool) {
 
 // denseAt is the dense store of segment seg, or nil.
 func (l *layout) denseAt(seg int) *dense {
-	if uint(seg) < uint(len(l.denseOf)) {
-		return l.denseOf[seg]
+	if uint(seg) < uint(len(l.segs)) {
+		return l.segs[seg].dense
 	}
 	return nil
 }
 
-// indexDense rebuilds denseOf for segs' order: after a segment event.
-func (l *layout) indexDense() {
-	l.denseOf = l.denseOf[:0]
-	if len(l.dense) == 0 {
-		return
+// setDense gives segment seg the store d (nil: none), keeping count.
+func (l *layout) setDense(seg int, d *dense) {
+	if (l.segs[seg].dense == nil) != (d == nil) {
+		if d == nil {
+			l.dense--
+		} else {
+			l.dense++
+		}
 	}
-	for i := range l.segs {
-		l.denseOf = append(l.denseOf, l.dense[l.segs[i].addr])
-	}
+	l.segs[seg].dense = d
 }
 
 // densifyAll keeps dense from now on every small segment the layout owns,
@@ -92,72 +93,60 @@ func (l *layout) densifyAll() {
 	}
 	for i := range l.segs {
 		if s := &l.segs[i]; denseKept(s) && l.owns(i) {
-			if l.dense == nil {
-				l.dense = map[uint64]*dense{}
-			}
-			l.dense[s.addr] = &dense{addr: s.addr}
+			l.setDense(i, &dense{addr: s.addr})
 		}
 	}
-	if len(l.dense) == 0 {
+	if l.dense == 0 {
 		return
 	}
-	l.indexDense()
 	// Each map's keys move apart (a free range's end key belongs to the
 	// segment the range ends in), so that the arrays hold what the maps did.
-	var starts, ends, blocks []uint64
-	for start := range l.freeFrom.all() {
-		if l.denseAt(l.segs.find(start)) != nil {
-			starts = append(starts, start)
-		}
-	}
-	for end := range l.freeTo.all() {
-		if l.denseAt(l.segs.find(end-1)) != nil {
-			ends = append(ends, end)
-		}
-	}
-	for addr := range l.sizes.all() {
-		if l.denseAt(l.segs.find(addr)) != nil {
-			blocks = append(blocks, addr)
-		}
-	}
-	for _, start := range starts {
-		seg := l.segs.find(start)
-		end, _ := l.freeFrom.remove(start)
-		d := l.denseAt(seg)
-		if d == nil { // undense above
-			l.freeFrom.set(start, end)
-			continue
-		}
+	l.moveIn(l.freeFrom, l.segs.find, func(d *dense, start, end uint64) bool {
 		u, ok1 := d.unit(start)
 		e, ok2 := d.unit(end)
-		if !ok1 || !ok2 || e <= u {
-			l.freeFrom.set(start, end) // the maps keep it, and the segment
-			l.undense(seg)
-			continue
+		if !ok1 || !ok2 || u >= e {
+			return false
 		}
 		d.startEnd[u] = uint16(e)
-	}
-	for _, end := range ends {
-		seg := l.segs.find(end - 1)
-		start, _ := l.freeTo.remove(end)
-		d := l.denseAt(seg)
-		if d == nil { // undense above
-			l.freeTo.set(end, start)
-			continue
-		}
+		return true
+	})
+	l.moveIn(l.freeTo, func(end uint64) int { return l.segs.find(end - 1) }, func(d *dense, end, start uint64) bool {
 		e, ok1 := d.unit(end)
 		u, ok2 := d.unit(start)
 		if !ok1 || !ok2 || u >= e {
-			l.freeTo.set(end, start)
-			l.undense(seg)
-			continue
+			return false
 		}
 		d.endStart[e] = uint16(u + 1)
+		return true
+	})
+	l.moveIn(l.sizes, l.segs.find, func(d *dense, addr, size uint64) bool {
+		u, ok1 := d.unit(addr)
+		n, ok2 := unitsOf(size)
+		if !ok1 || !ok2 || u == denseUnits || n == 0 {
+			return false
+		}
+		d.size[u] = uint16(n)
+		return true
+	})
+}
+
+// moveIn moves the keys of m that lie in a dense segment (seg's) into its
+// arrays (put); one that put refuses stays in m, and its segment goes back
+// to the maps.
+func (l *layout) moveIn(m *addrMap[uint64], seg func(uint64) int, put func(d *dense, k, v uint64) bool) {
+	var keys []uint64
+	for k := range m.all() {
+		if l.denseAt(seg(k)) != nil {
+			keys = append(keys, k)
+		}
 	}
-	for _, addr := range blocks {
-		seg := l.segs.find(addr)
-		size, _ := l.sizes.remove(addr)
-		l.setBlock(seg, addr, size)
+	for _, k := range keys {
+		i := seg(k)
+		v, _ := m.remove(k)
+		if d := l.denseAt(i); d == nil || !put(d, k, v) {
+			m.set(k, v)
+			l.undense(i)
+		}
 	}
 }
 
@@ -168,11 +157,7 @@ func (l *layout) densifyNew(seg int) {
 	if l.noDense || !denseKept(s) {
 		return
 	}
-	if l.dense == nil {
-		l.dense = map[uint64]*dense{}
-	}
-	l.dense[s.addr] = &dense{addr: s.addr}
-	l.indexDense()
+	l.setDense(seg, &dense{addr: s.addr})
 }
 
 // undense moves segment seg's free ranges and blocks' sizes back to the
@@ -199,8 +184,7 @@ func (l *layout) undense(seg int) {
 			l.sizes.set(at(u), uint64(n)<<allocator.MinBlockBits)
 		}
 	}
-	delete(l.dense, d.addr)
-	l.indexDense()
+	l.setDense(seg, nil)
 }
 
 // undenseAll moves every segment back to the maps for good: a free range

@@ -54,11 +54,10 @@ type layout struct {
 	// replay: 1.90 M -> 1.50 M branch mispredicts (callgrind --branch-sim),
 	// min wall 21 -> 19 ms.
 	pageSeg [1024]int32
-	// The small segments the layout owns, kept in arrays (dense.go), by
-	// address and by index in segs (nil: in the maps); and the sizes of
-	// the blocks placed in the others, the placer's (place.go).
-	dense   map[uint64]*dense
-	denseOf []*dense
+	// How many of the small segments the layout owns it keeps in arrays
+	// (dense.go), and the sizes of the blocks placed in the others, the
+	// placer's (place.go).
+	dense   int  // how many (segment.dense)
 	noDense bool // none from now on (undenseAll)
 	sizes   *addrMap[uint64]
 }
@@ -134,10 +133,14 @@ func (l *layout) split() []*layout {
 // shards, and with shard -1 one that owns no segment but follows them
 // all (the router, place.go).
 func (l *layout) clone(shard int) *layout {
-	return &layout{
+	c := &layout{
 		segs: slices.Clone(l.segs), freeFrom: newAddrMap[uint64](), freeTo: newAddrMap[uint64](),
 		maxSplit: l.maxSplit, shard: shard, shards: l.shards, turn: l.turn, ownerOf: maps.Clone(l.ownerOf),
 	}
+	for i := range c.segs {
+		c.segs[i].dense = nil // l's arrays are l's
+	}
+	return c
 }
 
 // ownerAt is the shard that owns address addr: that of its segment, or
@@ -223,7 +226,7 @@ func (l *layout) take(seg int, addr, requested, known uint64) (size uint64, ok, 
 	if addr+size > end {
 		size, ok = end-addr, false
 	}
-	if s := &l.segs[seg]; len(l.dense) > 0 && (start < s.addr || end > s.end()) {
+	if s := &l.segs[seg]; l.dense > 0 && (start < s.addr || end > s.end()) {
 		l.undenseAll() // a range out of its segment: the maps keep every one
 	}
 	if start < addr {
@@ -273,7 +276,7 @@ func (l *layout) release(seg int, addr, size uint64) {
 			end = next // freeTo[next] is overwritten below
 		}
 	}
-	if len(l.dense) > 0 && (start < s.addr || end > s.end()) {
+	if l.dense > 0 && (start < s.addr || end > s.end()) {
 		l.undenseAll() // a range out of its segment: the maps keep every one
 	}
 	l.addFree(start, end)
@@ -285,14 +288,14 @@ func (l *layout) release(seg int, addr, size uint64) {
 func (l *layout) dropSegment(seg int, e snapshot.Event) (ok bool, left, right [2]uint64) {
 	if d := l.denseAt(seg); d != nil {
 		if d.addr == e.Addr && e.Size == allocator.SmallBuffer && d.wholeFree() {
-			delete(l.dense, d.addr) // the maps would drop the range and keep nothing
+			l.setDense(seg, nil) // the maps would drop the range and keep nothing
 			return true, left, right
 		}
 		l.undenseAll() // the maps would keep what else it holds
 	}
 	start, end, found := l.freeContaining(e.Addr, e.Size)
 	if !found {
-		if len(l.dense) > 0 {
+		if l.dense > 0 {
 			l.undenseAll() // the maps may keep what the segment held
 		}
 		return false, left, right
@@ -330,7 +333,7 @@ func (l *layout) applySegment(e snapshot.Event, info segmentInfo, owner int32) (
 	switch e.Action {
 	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 		clash = l.segs.overlaps(e.Addr, e.Size)
-		if clash && len(l.dense) > 0 {
+		if clash && l.dense > 0 {
 			l.undenseAll()
 		}
 		n := len(l.segs)
@@ -340,7 +343,6 @@ func (l *layout) applySegment(e snapshot.Event, info segmentInfo, owner int32) (
 			l.segs[i].owner = owner
 		}
 		clear(l.pageSeg[:]) // indices moved
-		l.indexDense()
 		seg := l.find(e.Addr)
 		if owned = l.owns(seg); owned {
 			if fresh && !clash && len(l.segs) == n+1 {
@@ -357,8 +359,7 @@ func (l *layout) applySegment(e snapshot.Event, info segmentInfo, owner int32) (
 		}
 		clear(l.pageSeg[:]) // indices moved
 		_, removed := l.segs.remove(e.Addr, e.Size)
-		l.indexDense()
-		if len(l.dense) > 0 && (!l.within(left) || !l.within(right)) {
+		if l.dense > 0 && (!l.within(left) || !l.within(right)) {
 			l.undenseAll()
 		}
 		return owned, removed && okFree, false

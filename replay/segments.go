@@ -24,6 +24,9 @@ type segment struct {
 	addr, size uint64
 	segmentInfo
 	owner int32 // which shard of the forward pass keeps its free ranges (layout.nextOwner)
+	// dense, in the layout that owns the segment, holds its free ranges
+	// and blocks in arrays (dense.go); nil: the maps do.
+	dense *dense
 }
 
 func (s *segment) end() uint64 { return s.addr + s.size }
