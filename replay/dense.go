@@ -68,18 +68,6 @@ func (l *layout) denseAt(seg int) *dense {
 	return nil
 }
 
-// setDense gives segment seg the store d (nil: none), keeping count.
-func (l *layout) setDense(seg int, d *dense) {
-	if (l.segs[seg].dense == nil) != (d == nil) {
-		if d == nil {
-			l.dense--
-		} else {
-			l.dense++
-		}
-	}
-	l.segs[seg].dense = d
-}
-
 // densifyAll keeps dense from now on every small segment the layout owns,
 // moving their free ranges and blocks' sizes out of the maps: before the
 // trace, once the shards have theirs. A block outside every segment, which
@@ -91,12 +79,13 @@ func (l *layout) densifyAll() {
 			return
 		}
 	}
+	kept := false
 	for i := range l.segs {
 		if s := &l.segs[i]; denseKept(s) && l.owns(i) {
-			l.setDense(i, &dense{addr: s.addr})
+			s.dense, kept = &dense{addr: s.addr}, true
 		}
 	}
-	if l.dense == 0 {
+	if !kept {
 		return
 	}
 	// Each map's keys move apart (a free range's end key belongs to the
@@ -157,7 +146,7 @@ func (l *layout) densifyNew(seg int) {
 	if l.noDense || !denseKept(s) {
 		return
 	}
-	l.setDense(seg, &dense{addr: s.addr})
+	s.dense = &dense{addr: s.addr}
 }
 
 // undense moves segment seg's free ranges and blocks' sizes back to the
@@ -184,11 +173,12 @@ func (l *layout) undense(seg int) {
 			l.sizes.set(at(u), uint64(n)<<allocator.MinBlockBits)
 		}
 	}
-	l.setDense(seg, nil)
+	l.segs[seg].dense = nil
 }
 
-// undenseAll moves every segment back to the maps for good: a free range
-// or a block of the maps may be about to lie outside its segment.
+// undenseAll moves every segment back to the maps for good, and keeps any
+// from being kept dense later: a free range or a block of the maps may be
+// about to lie outside its segment, or be left where a segment was.
 func (l *layout) undenseAll() {
 	for i := range l.segs {
 		l.undense(i)
@@ -302,8 +292,13 @@ func (l *layout) blockAt(seg int, addr uint64) (uint64, bool) {
 	return l.sizes.get(addr)
 }
 
-// setBlock notes a block of size bytes placed at addr in segment seg.
+// setBlock notes a block of size bytes placed at addr in segment seg. One
+// placed in no segment stays in the maps, where a later segment may come
+// to hold it: no segment is kept dense from then on.
 func (l *layout) setBlock(seg int, addr, size uint64) {
+	if seg < 0 && !l.noDense {
+		l.undenseAll()
+	}
 	if d := l.denseAt(seg); d != nil {
 		u, ok := d.unit(addr)
 		if n, whole := unitsOf(size); ok && whole && u < denseUnits && n > 0 {

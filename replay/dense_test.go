@@ -43,6 +43,16 @@ func unalignedSmallSegment() *snapshot.Snapshot {
 	}}}, evs)
 }
 
+// outsideThenSegment places a block in no segment, then creates a small
+// segment around it, frees the block there and allocates over it: the
+// maps keep its size, and the layout the range its free gives back.
+func outsideThenSegment() *snapshot.Snapshot {
+	c0 := a0 + 2*mib
+	evs := events(ev(alloc, c0+kib, 2*kib), ev(segAlloc, c0, 2*mib), ev(alloc, c0+8*kib, kib),
+		free(c0+kib, 2*kib), free(c0+8*kib, kib), ev(alloc, c0+kib, 3*kib), ev(alloc, c0+2*kib, kib))
+	return build([]seg{{addr: a0, size: 2 * mib, typ: snapshot.Small, blocks: []blk{{2 * mib, 0, inactive}}}}, evs)
+}
+
 // Keeping small segments in arrays changes no timeline: every fixture, the
 // allocator what-if snapshots, the bench seed and the traces above replay
 // the same with the maps alone, on one placer and on shards.
@@ -54,6 +64,7 @@ func TestDenseLayout(t *testing.T) {
 	snaps := map[string]*snapshot.Snapshot{
 		"small":        smallSegmentTrace(),
 		"unaligned":    unalignedSmallSegment(),
+		"outside":      outsideThenSegment(),
 		"inconsistent": inconsistentTrace(3),
 		"steps":        stepTrace(3000),
 	}

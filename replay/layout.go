@@ -54,11 +54,11 @@ type layout struct {
 	// replay: 1.90 M -> 1.50 M branch mispredicts (callgrind --branch-sim),
 	// min wall 21 -> 19 ms.
 	pageSeg [1024]int32
-	// How many of the small segments the layout owns it keeps in arrays
-	// (dense.go), and the sizes of the blocks placed in the others, the
-	// placer's (place.go).
-	dense   int  // how many (segment.dense)
-	noDense bool // none from now on (undenseAll)
+	// noDense says no small segment it owns is kept in arrays from now on
+	// (segment.dense, undenseAll in dense.go). sizes holds the sizes of the
+	// blocks placed in the segments kept in the maps, the placer's
+	// (place.go).
+	noDense bool
 	sizes   *addrMap[uint64]
 }
 
@@ -226,7 +226,7 @@ func (l *layout) take(seg int, addr, requested, known uint64) (size uint64, ok, 
 	if addr+size > end {
 		size, ok = end-addr, false
 	}
-	if s := &l.segs[seg]; l.dense > 0 && (start < s.addr || end > s.end()) {
+	if s := &l.segs[seg]; !l.noDense && (start < s.addr || end > s.end()) {
 		l.undenseAll() // a range out of its segment: the maps keep every one
 	}
 	if start < addr {
@@ -276,7 +276,7 @@ func (l *layout) release(seg int, addr, size uint64) {
 			end = next // freeTo[next] is overwritten below
 		}
 	}
-	if l.dense > 0 && (start < s.addr || end > s.end()) {
+	if !l.noDense && (start < s.addr || end > s.end()) {
 		l.undenseAll() // a range out of its segment: the maps keep every one
 	}
 	l.addFree(start, end)
@@ -288,14 +288,14 @@ func (l *layout) release(seg int, addr, size uint64) {
 func (l *layout) dropSegment(seg int, e snapshot.Event) (ok bool, left, right [2]uint64) {
 	if d := l.denseAt(seg); d != nil {
 		if d.addr == e.Addr && e.Size == allocator.SmallBuffer && d.wholeFree() {
-			l.setDense(seg, nil) // the maps would drop the range and keep nothing
+			l.segs[seg].dense = nil // the maps would drop the range and keep nothing
 			return true, left, right
 		}
 		l.undenseAll() // the maps would keep what else it holds
 	}
 	start, end, found := l.freeContaining(e.Addr, e.Size)
 	if !found {
-		if l.dense > 0 {
+		if !l.noDense {
 			l.undenseAll() // the maps may keep what the segment held
 		}
 		return false, left, right
@@ -333,7 +333,7 @@ func (l *layout) applySegment(e snapshot.Event, info segmentInfo, owner int32) (
 	switch e.Action {
 	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 		clash = l.segs.overlaps(e.Addr, e.Size)
-		if clash && l.dense > 0 {
+		if clash && !l.noDense {
 			l.undenseAll()
 		}
 		n := len(l.segs)
@@ -359,7 +359,7 @@ func (l *layout) applySegment(e snapshot.Event, info segmentInfo, owner int32) (
 		}
 		clear(l.pageSeg[:]) // indices moved
 		_, removed := l.segs.remove(e.Addr, e.Size)
-		if l.dense > 0 && (!l.within(left) || !l.within(right)) {
+		if !l.noDense && (!l.within(left) || !l.within(right)) {
 			l.undenseAll()
 		}
 		return owned, removed && okFree, false
