@@ -53,6 +53,16 @@ func outsideThenSegment() *snapshot.Snapshot {
 	return build([]seg{{addr: a0, size: 2 * mib, typ: snapshot.Small, blocks: []blk{{2 * mib, 0, inactive}}}}, evs)
 }
 
+// emptySegmentThenSmall creates a segment of no size, which holds no
+// address (FuzzReplay's crasher 23cee67b7b1d64c2 had one), then a small
+// segment at the same address that blocks split and merge in.
+func emptySegmentThenSmall() *snapshot.Snapshot {
+	c0 := a0 + 2*mib
+	evs := events(ev(segAlloc, c0, 0), ev(segAlloc, c0, 2*mib), ev(alloc, c0, 4*kib), ev(alloc, c0+4*kib, kib),
+		free(c0, 4*kib), ev(alloc, c0, 2*kib))
+	return build([]seg{{addr: a0, size: 2 * mib, typ: snapshot.Small, blocks: []blk{{2 * mib, 0, inactive}}}}, evs)
+}
+
 // Keeping small segments in arrays changes no timeline: every fixture, the
 // allocator what-if snapshots, the bench seed and the traces above replay
 // the same with the maps alone, on one placer and on shards.
@@ -65,6 +75,7 @@ func TestDenseLayout(t *testing.T) {
 		"small":        smallSegmentTrace(),
 		"unaligned":    unalignedSmallSegment(),
 		"outside":      outsideThenSegment(),
+		"empty":        emptySegmentThenSmall(),
 		"inconsistent": inconsistentTrace(3),
 		"steps":        stepTrace(3000),
 	}
