@@ -140,12 +140,8 @@ func (l *layout) moveIn(m *addrMap[uint64], seg func(uint64) int, put func(d *de
 }
 
 // densifyNew keeps dense the new segment seg, which holds no free range
-// or block yet, if it is one that is kept so. seg is find's, -1 for a
-// segment of no size, which holds no address.
+// or block yet, if it is one that is kept so.
 func (l *layout) densifyNew(seg int) {
-	if uint(seg) >= uint(len(l.segs)) {
-		return
-	}
 	s := &l.segs[seg]
 	if l.noDense || !denseKept(s) {
 		return

@@ -346,7 +346,9 @@ func (l *layout) applySegment(e snapshot.Event, info segmentInfo, owner int32) (
 		seg := l.find(e.Addr)
 		if owned = l.owns(seg); owned {
 			if fresh && !clash && len(l.segs) == n+1 {
-				l.densifyNew(seg)
+				// i, not seg: a segment of no size holds no address, and
+				// find gives -1 for it.
+				l.densifyNew(i)
 			}
 			l.release(seg, e.Addr, e.Size)
 		}
