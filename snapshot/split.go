@@ -666,7 +666,7 @@ func (b *builder) merge(head *pickle.Decoder, t *tailResult) *tailMaps {
 		// the file was decoded on 16 cores.
 		t := &tb.events
 		t.renumber(m.stack, m.streams)
-		if first.ok && t.n > 0 && len(t.ctx) == 0 && len(t.wide) == 0 && t.timeBase == first.timeBase && ctx(t.contexts[0]) == first.context {
+		if first.ok && t.n > 0 && len(t.ctx) == 0 && t.base == first.base && ctx(t.contexts[0]) == first.context {
 			cut := t.cutFor(after)
 			return func() { b.events.appendCut(cut) }
 		}
@@ -705,16 +705,16 @@ func (b *builder) appendLater(n int, prepare func() (move func())) {
 // come first), it is kept for the merges that follow.
 func (b *builder) firstEvent() arenaFirst {
 	if b.appended == nil && b.events.n > 0 {
-		b.first = arenaFirst{ok: true, timeBase: b.events.timeBase, context: b.events.contexts[0]}
+		b.first = arenaFirst{ok: true, base: b.events.base, context: b.events.contexts[0]}
 	}
 	return b.first
 }
 
 // arenaFirst is firstEvent's: ok says it was read.
 type arenaFirst struct {
-	ok       bool
-	timeBase uint64
-	context  Context
+	ok      bool
+	base    packBase
+	context Context
 }
 
 // syncEvents waits until the events of every tail merged are in b.events.

@@ -8,8 +8,8 @@ import (
 	"github.com/vramscope/vramscope/internal/parallel"
 )
 
-// eventChunkBits sizes the event arena's chunks (64k events, 1.25 MiB). Chunks
-// are never reallocated, so a trace of N events costs N*20 bytes with no
+// eventChunkBits sizes the event arena's chunks (64k events, 1 MiB). Chunks
+// are never reallocated, so a trace of N events costs N*16 bytes with no
 // slice-doubling copies (the prototype in shared/research/pickle-bench.md
 // measured 1.6x speed and 2.5x less peak RSS from this alone). Each part
 // of a split decode fills its last chunk partly: with 5 MiB chunks the 16
@@ -20,50 +20,68 @@ const eventChunkBits = 16
 
 const eventChunkLen = 1 << eventChunkBits
 
-// packedEvent is an Event in 20 bytes instead of 32 (137 MB less on the
-// 11.4 M events of the 996 MB bench file): the address keeps 48 bits, with
-// the action, the stream id and the time's epoch above them, the size 40
-// bits (1 TiB), with the stack id above, and the time its low 32 bits. A
-// trace's times are microseconds since the Unix epoch, whose high 32 bits
-// change every 71 minutes: the epoch is how many times they changed since
-// the arena's first event (eventArena.timeBase), up to 15 (19 hours). Words
-// of 32 bits keep the struct at 20 bytes, where two uint64s and a uint32
-// would be padded to 24. An event whose values do not fit (none in any real
-// trace: addresses are user-space pointers, streams and stacks are few) is
-// kept whole in the arena's wide table, which its size word then indexes.
+// packedEvent is a block event (an alloc or a free: nearly every event of
+// a trace) in 16 bytes instead of 32 (182 MB less on the 11.4 M events of
+// the 996 MB bench file). Its low word holds the time as microseconds
+// since the arena's time base (36 bits: 19 hours), the action (2 bits),
+// the stream id (4) and the stack id (22); its high word the address as
+// 512-byte units from the arena's address base (31 bits: a window of 1
+// TiB, addrWindow) and the size (33 bits: 8 GiB). The caching allocator
+// hands out blocks in 512-byte units from segments of one device's
+// address space, so every block address of a real trace fits; requested
+// sizes do not all round to 512 and are kept exact. Any other event, and a
+// block event whose values do not fit, is kept whole in the arena's wide
+// table: its action bits are 0 and its high word indexes the table.
 type packedEvent struct {
-	addrLo, addrHi uint32 // Addr | Stream<<48 | Action<<56 | epoch<<60, or packWideAddr
-	sizeLo, sizeHi uint32 // Size | Stack<<40, or an index into eventArena.wide
-	timeLo         uint32 // TimeUS's low 32 bits
+	lo, hi uint64
 }
 
-func (p *packedEvent) addr() uint64 { return uint64(p.addrLo) | uint64(p.addrHi)<<32 }
-func (p *packedEvent) size() uint64 { return uint64(p.sizeLo) | uint64(p.sizeHi)<<32 }
-
-func (p *packedEvent) setAddr(w uint64) { p.addrLo, p.addrHi = uint32(w), uint32(w>>32) }
-func (p *packedEvent) setSize(w uint64) { p.sizeLo, p.sizeHi = uint32(w), uint32(w>>32) }
-
 const (
-	packAddrBits   = 48
-	packSizeBits   = 40
-	packStreamBits = packAddrBits
-	packActionBits = packStreamBits + 8
-	packEpochBits  = packActionBits + 4
-	packWide       = 15         // no action has this number
-	packWideAddr   = ^uint64(0) // the addr word of an event kept in wide: action packWide
-	packStreams    = 1 << 8
-	packEpochs     = 1 << 4
-	packStacks     = 1 << 24
+	packTimeBits    = 36
+	packActionShift = packTimeBits
+	packStreamShift = packActionShift + 2
+	packStackShift  = packStreamShift + 4
+	packAddrBits    = 31
+	packAddrUnit    = 9 // an address counts 512-byte units
+	packSizeBits    = 64 - packAddrBits
+	packStreams     = 1 << (packStackShift - packStreamShift)
+	packStacks      = 1 << (64 - packStackShift)
 )
+
+// wide reports whether p's event is kept whole, in the wide table at p.hi.
+func (p *packedEvent) wide() bool { return p.lo>>packActionShift&3 == 0 }
+
+// packBase is what an arena's packed events count from: their times from
+// time, their addresses from addr. Until the arena's first block event
+// sets addr, unbased is 1 and no event packs.
+type packBase struct {
+	time, addr, unbased uint64
+}
+
+// addrWindow is the address base for an arena whose first block event is
+// at addr: 512 GiB below addr's 256 GiB-aligned region, so that the
+// window holds at least 512 GiB below addr and 256 GiB above it. It
+// depends on that region alone, so that the parts of a split decode,
+// each of which sets its own base, mostly agree and join without
+// repacking (rebase).
+func addrWindow(addr uint64) uint64 {
+	region := addr &^ (1<<38 - 1)
+	return region - min(region, 1<<39)
+}
 
 // eventArena is an append-only, chunked []Event with the events' contexts.
 type eventArena struct {
 	chunks [][]packedEvent
 	wide   []Event
-	// timeBase is the first event's time without its low 32 bits: the
-	// events' epochs count from it.
-	timeBase uint64
-	n        int
+	// wideAt holds the index of each event in wide, so that a tail's
+	// are found when it joins another arena, whose wide table its own
+	// then extends.
+	wideAt []int
+	// base is what the packed events count from: the time from the first
+	// event's time without its low 32 bits, the address from addrWindow
+	// of the first block event's.
+	base packBase
+	n    int
 	// contexts holds the distinct contexts, the first event's first. An
 	// event's index into it is kept in ctx, in chunks like the events',
 	// only once a chunk has an event whose context is not the first one:
@@ -82,96 +100,94 @@ func isBlockEvent(a Action) bool {
 	return a == ActionAlloc || a == ActionFreeRequested || a == ActionFreeCompleted
 }
 
-// pack packs e into p, keeping it in a.wide if it does not fit. It
+// The action bits hold a block event's action as it is: this fails to
+// compile if the actions are renumbered.
+const _ = -uint(ActionAlloc-1) - uint(ActionFreeRequested-2) - uint(ActionFreeCompleted-3)
+
+// pack packs e, event i, into p, keeping it in a.wide if it does not fit. It
 // writes p's words in place: a packedEvent built apart and then copied
 // into the chunk was read back before its halves' stores had landed,
 // which stalled each push (BenchmarkPush: 33-38 ns an event, against
 // 14-21 ns in place).
-func (a *eventArena) pack(p *packedEvent, e Event) {
-	epoch := (uint64(e.TimeUS) - a.timeBase) >> 32
-	if e.Addr>>packAddrBits|e.Size>>packSizeBits|uint64(e.Stream)/packStreams|uint64(e.Stack)/packStacks|epoch/packEpochs == 0 &&
-		e.Action < packWide {
-		p.setAddr(e.Addr | uint64(e.Stream)<<packStreamBits | uint64(e.Action)<<packActionBits | epoch<<packEpochBits)
-		p.setSize(e.Size | uint64(e.Stack)<<packSizeBits)
-		p.timeLo = uint32(e.TimeUS)
+func (a *eventArena) pack(p *packedEvent, i int, e Event) {
+	off, dt := e.Addr-a.base.addr, uint64(e.TimeUS)-a.base.time
+	if off>>(packAddrBits+packAddrUnit)|off&(1<<packAddrUnit-1)|e.Size>>packSizeBits|dt>>packTimeBits|
+		uint64(e.Stack)/packStacks|uint64(e.Stream)/packStreams|a.base.unbased == 0 && e.Action-1 < 3 {
+		p.lo = dt | uint64(e.Action)<<packActionShift | uint64(e.Stream)<<packStreamShift | uint64(e.Stack)<<packStackShift
+		p.hi = off>>packAddrUnit | e.Size<<packAddrBits
 		return
 	}
-	*p = a.packWide(e)
+	if a.base.unbased != 0 && isBlockEvent(e.Action) {
+		// The first block event: every event before it is kept whole,
+		// so the address base can be set now.
+		a.base.addr, a.base.unbased = addrWindow(e.Addr), 0
+		a.pack(p, i, e)
+		return
+	}
+	*p = a.packWide(i, e)
 }
 
-func (a *eventArena) packWide(e Event) packedEvent {
+// packWide keeps e, event i, in a.wide and returns its packedEvent.
+func (a *eventArena) packWide(i int, e Event) packedEvent {
 	a.wide = append(a.wide, e)
-	var p packedEvent
-	p.setAddr(packWideAddr)
-	p.setSize(uint64(len(a.wide) - 1))
-	return p
+	a.wideAt = append(a.wideAt, i)
+	return packedEvent{hi: uint64(len(a.wide) - 1)}
 }
 
 // at is event i, a call per Trace.At, with narrow inlined in it: as a
 // call of its own behind at, the unpacking cost 19 ns an event instead of
-// 5 (BenchmarkTraceAt). The time's high bits are in the address word, not
-// looked up: as a second call per event, from a list of epochs, they cost
-// the replay of the 996 MB bench file 0.6 s more CPU time on 16 cores.
+// 5 (BenchmarkTraceAt).
 func (a *eventArena) at(i int) (e Event) {
 	p := &a.chunks[i>>eventChunkBits][i&(eventChunkLen-1)]
-	if p.addr() == packWideAddr {
-		return a.wide[p.size()]
+	if p.wide() {
+		return a.wide[p.hi]
 	}
-	narrow(&e, a.timeBase, p)
+	narrow(&e, &a.base, p)
 	return e
 }
 
-// narrow sets e to the event p, which is not kept in wide, whose epochs
-// count from timeBase. It is small enough to be inlined, so unpackTo,
-// which passes over many events, makes no call per event.
-func narrow(e *Event, timeBase uint64, p *packedEvent) {
-	hi, sizeHi := p.addrHi, p.sizeHi
-	e.Addr = uint64(p.addrLo) | uint64(uint16(hi))<<32
-	e.Size = uint64(p.sizeLo) | uint64(uint8(sizeHi))<<32
-	e.TimeUS = int64(timeBase + uint64(hi>>(packEpochBits-32))<<32 | uint64(p.timeLo))
-	e.Stack = StackID(sizeHi >> (packSizeBits - 32))
-	e.Stream = StreamID(uint8(hi >> (packStreamBits - 32)))
-	e.Action = Action(hi >> (packActionBits - 32) & 15)
+// narrow sets e to the event p, which is not kept in wide, packed from
+// base. It is small enough to be inlined, so unpackTo, which passes over
+// many events, makes no call per event.
+func narrow(e *Event, base *packBase, p *packedEvent) {
+	lo, hi := p.lo, p.hi
+	e.TimeUS = int64(base.time + lo&(1<<packTimeBits-1))
+	e.Action = Action(lo >> packActionShift & 3)
+	e.Stream = StreamID(lo >> packStreamShift & (packStreams - 1))
+	e.Stack = StackID(lo >> packStackShift)
+	e.Addr = base.addr + hi&(1<<packAddrBits-1)<<packAddrUnit
+	e.Size = hi >> packAddrBits
 }
-
-// narrow reads the address from the low 16 bits of addrHi and the size
-// from the low 8 of sizeHi: this fails to compile if packAddrBits or
-// packSizeBits change.
-const _ = -uint(packAddrBits-48) - uint(packSizeBits-40)
 
 // unpackTo unpacks src into dst (len(dst) >= len(src)).
 func (a *eventArena) unpackTo(dst []Event, src []packedEvent) {
 	dst = dst[:len(src)]
 	for j := range src {
 		p := &src[j]
-		if p.addr() == packWideAddr {
-			dst[j] = a.wide[p.size()]
+		if p.wide() {
+			dst[j] = a.wide[p.hi]
 			continue
 		}
-		narrow(&dst[j], a.timeBase, p)
+		narrow(&dst[j], &a.base, p)
 	}
 }
 
-// rebase makes the epochs of a's events count from base: a tail's arena
-// (split.go) joining the head's, whose first event was in another epoch.
-// The events that then do not fit are kept whole.
-func (a *eventArena) rebase(base uint64) {
-	for _, c := range a.chunks {
+// rebase packs a's events again to count from base: a tail's arena
+// (split.go) joining the head's, whose first event was in another epoch
+// or whose first block event was in another region of addresses. The
+// events that then do not fit are kept whole.
+func (a *eventArena) rebase(base packBase) {
+	old := a.base
+	a.base = base
+	for k, c := range a.chunks {
 		for j := range c {
-			p := &c[j]
-			if addr := p.addr(); addr != packWideAddr {
+			if p := &c[j]; !p.wide() {
 				var e Event
-				narrow(&e, a.timeBase, p)
-				epoch := (uint64(e.TimeUS) - base) >> 32
-				if epoch >= packEpochs {
-					*p = a.packWide(e)
-					continue
-				}
-				p.setAddr(addr&(1<<packEpochBits-1) | epoch<<packEpochBits)
+				narrow(&e, &old, p)
+				a.pack(p, k<<eventChunkBits|j, e)
 			}
 		}
 	}
-	a.timeBase = base
 }
 
 func (a *eventArena) push(e Event, c Context) int {
@@ -188,14 +204,14 @@ func (a *eventArena) push(e Event, c Context) int {
 		a.chunks = append(a.chunks, ch)
 	}
 	if i == 0 {
-		a.timeBase = uint64(e.TimeUS) &^ (1<<32 - 1)
+		a.base = packBase{time: uint64(e.TimeUS) &^ (1<<32 - 1), unbased: 1}
 	}
 	ch := a.chunks[k]
 	if len(ch) == cap(ch) { // the first chunk, growing
 		ch = append(ch, packedEvent{})[:len(ch)]
 	}
 	ch = ch[:len(ch)+1]
-	a.pack(&ch[len(ch)-1], e)
+	a.pack(&ch[len(ch)-1], i, e)
 	a.chunks[k] = ch
 	if !isBlockEvent(e.Action) {
 		a.others = append(a.others, i)
@@ -247,17 +263,16 @@ func (a *eventArena) renumber(stackOf func(StackID) StackID, streams []StreamID)
 		for k, c := range a.chunks[lo:hi] {
 			for j := range c {
 				p := &c[j]
-				addr, size := p.addr(), p.size()
-				if addr == packWideAddr {
+				if p.wide() {
 					continue
 				}
-				stack, stream := stackOf(StackID(size>>packSizeBits)), streams[uint8(addr>>packStreamBits)]
+				w := p.lo
+				stack, stream := stackOf(StackID(w>>packStackShift)), streams[w>>packStreamShift&(packStreams-1)]
 				if int(stack) >= packStacks || int(stream) >= packStreams {
 					spilled[part] = append(spilled[part], (lo+k)<<eventChunkBits|j)
 					continue
 				}
-				p.setSize(size&(1<<packSizeBits-1) | uint64(stack)<<packSizeBits)
-				p.setAddr(addr&^((packStreams-1)<<packStreamBits) | uint64(stream)<<packStreamBits)
+				p.lo = w&(1<<packStreamShift-1) | uint64(stream)<<packStreamShift | uint64(stack)<<packStackShift
 			}
 		}
 	})
@@ -265,7 +280,7 @@ func (a *eventArena) renumber(stackOf func(StackID) StackID, streams []StreamID)
 		for _, i := range is {
 			e := a.at(i)
 			e.Stack, e.Stream = stackOf(e.Stack), streams[e.Stream]
-			a.chunks[i>>eventChunkBits][i&(eventChunkLen-1)] = a.packWide(e)
+			a.chunks[i>>eventChunkBits][i&(eventChunkLen-1)] = a.packWide(i, e)
 		}
 	}
 }
@@ -286,19 +301,15 @@ func (a *eventArena) appendArena(t *eventArena, ctx func(Context) Context) {
 		*t = eventArena{}
 		return
 	}
-	if t.timeBase != a.timeBase {
-		t.rebase(a.timeBase)
-	}
-	src := t.chunks
-	if len(t.wide) > 0 {
-		for _, c := range src {
-			for j := range c {
-				if p := &c[j]; p.addr() == packWideAddr {
-					p.setSize(p.size() + uint64(len(a.wide)))
-				}
-			}
+	if t.base.unbased == 0 && t.base != a.base {
+		// t has packed events (only block events pack, once the base is
+		// set). An arena with none yet takes t's address base.
+		if a.base.unbased != 0 {
+			a.base.addr, a.base.unbased = t.base.addr, 0
 		}
-		a.wide = append(a.wide, t.wide...)
+		if t.base != a.base {
+			t.rebase(a.base)
+		}
 	}
 	a.appendCut(t.cutFor(a.n))
 }
@@ -311,6 +322,8 @@ type tailChunks struct {
 	chunks [][]packedEvent
 	events int
 	others []int // the indices among the tail's events of those not block events
+	wide   []Event
+	wideAt []int // the tail's wide and wideAt, which appendCut renumbers
 }
 
 // cutFor cuts t's events, which are to follow the n events of another
@@ -321,7 +334,7 @@ type tailChunks struct {
 // the tails before it are still being appended (split.go); t is left
 // empty.
 func (t *eventArena) cutFor(n int) tailChunks {
-	c := tailChunks{n: n, events: t.n, others: t.others}
+	c := tailChunks{n: n, events: t.n, others: t.others, wide: t.wide, wideAt: t.wideAt}
 	room := min((eventChunkLen-n%eventChunkLen)%eventChunkLen, t.n)
 	src := t.chunks
 	for j := 0; j < len(src) && len(c.head) < room; j++ {
@@ -359,6 +372,12 @@ func (a *eventArena) appendCut(c tailChunks) {
 		a.chunks[k] = append(a.chunks[k], c.head...)
 	}
 	a.chunks = append(a.chunks, c.chunks...)
+	for _, i := range c.wideAt {
+		i += a.n
+		a.chunks[i>>eventChunkBits][i&(eventChunkLen-1)].hi += uint64(len(a.wide))
+		a.wideAt = append(a.wideAt, i)
+	}
+	a.wide = append(a.wide, c.wide...)
 	a.n += c.events
 }
 

@@ -10,11 +10,11 @@ import (
 	"unsafe"
 )
 
-// Events are kept in 20 bytes; contexts other than the first event's live
+// Events are kept in 16 bytes; contexts other than the first event's live
 // in a column that only chunks holding such an event pay for.
 func TestTraceContexts(t *testing.T) {
-	if n := unsafe.Sizeof(packedEvent{}); n != 20 {
-		t.Errorf("a packed event is %d bytes, want 20", n)
+	if n := unsafe.Sizeof(packedEvent{}); n != 16 {
+		t.Errorf("a packed event is %d bytes, want 16", n)
 	}
 	first, compiled, tagged := Context{CompileContext: 1}, Context{CompileContext: 2}, Context{CompileContext: 1, UserMetadata: 3}
 	n := 2*eventChunkLen + 10
@@ -46,26 +46,33 @@ func TestTraceContexts(t *testing.T) {
 
 // Every event comes back as it was pushed; those whose values do not fit
 // the packed layout are kept whole, and only those. The arena's first
-// event is at 3 us, unless the time of the case's own is 2**32 us or more:
-// then 3 us into that one's epoch.
+// event, an alloc at 0x7f3a_0000_0000 and 3 us, sets its bases, unless the
+// time of the case's own is 2**32 us or more: then 3 us into that one's
+// epoch. Its address base is 0x7f3a_0000_0000's 256 GiB region,
+// 0x7f00_0000_0000, less 512 GiB.
 func TestEventPacking(t *testing.T) {
+	const base = 0x7e80_0000_0000
 	for _, tc := range []struct {
 		name string
 		e    Event
 		wide bool
 	}{
 		{"alloc", Event{Addr: 0x7f3a_1c00_0000, Size: 20 << 20, TimeUS: 1795272266498364, Stack: 41, Stream: 3, Action: ActionAlloc}, false},
-		{"largest narrow: 15 epochs on", Event{Addr: 1<<48 - 1, Size: 1<<40 - 1, TimeUS: 15<<32 | 1<<32 - 1, Stack: 1<<24 - 1, Stream: 1<<8 - 1, Action: ActionOOM}, false},
-		{"time 16 epochs on", Event{Addr: 4096, Size: 512, TimeUS: 16 << 32, Action: ActionAlloc}, true},
-		{"time before the first event's epoch", Event{Addr: 4096, Size: 512, TimeUS: -1, Action: ActionAlloc}, true},
-		{"no time, no stack", Event{Action: ActionSnapshot, Stack: NoStack}, false},
-		{"address past 48 bits", Event{Addr: 1 << 48, Size: 512, Action: ActionFreeCompleted}, true},
-		{"size of 1 TiB", Event{Addr: 4096, Size: 1 << 40, Action: ActionSegmentAlloc}, true},
-		{"stack past 24 bits", Event{Addr: 4096, Size: 512, Stack: 1 << 24, Action: ActionAlloc}, true},
-		{"stream past 8 bits", Event{Addr: 4096, Size: 512, Stream: 1 << 8, Action: ActionAlloc}, true},
-		{"unknown action", Event{Addr: 4096, Action: ActionUnknown}, false},
+		{"largest narrow: 15 epochs on", Event{Addr: base + 1<<40 - 512, Size: 1<<33 - 1, TimeUS: 15<<32 | 1<<32 - 1, Stack: 1<<22 - 1, Stream: 1<<4 - 1, Action: ActionFreeCompleted}, false},
+		{"the address base", Event{Addr: base, Size: 1, Action: ActionFreeRequested}, false},
+		{"time 16 epochs on", Event{Addr: base, Size: 512, TimeUS: 16 << 32, Action: ActionAlloc}, true},
+		{"time before the first event's epoch", Event{Addr: base, Size: 512, TimeUS: -1, Action: ActionAlloc}, true},
+		{"address below the window", Event{Addr: base - 512, Size: 512, Action: ActionAlloc}, true},
+		{"address past the window", Event{Addr: base + 1<<40, Size: 512, Action: ActionAlloc}, true},
+		{"address off the 512-byte units", Event{Addr: 0x7f3a_1c00_0100, Size: 512, Action: ActionAlloc}, true},
+		{"size of 8 GiB", Event{Addr: base, Size: 1 << 33, Action: ActionAlloc}, true},
+		{"stack past 22 bits", Event{Addr: base, Size: 512, Stack: 1 << 22, Action: ActionAlloc}, true},
+		{"stream past 4 bits", Event{Addr: base, Size: 512, Stream: 1 << 4, Action: ActionAlloc}, true},
+		{"segment event", Event{Addr: base, Size: 2 << 20, Action: ActionSegmentAlloc}, true},
+		{"no time, no stack", Event{Action: ActionSnapshot, Stack: NoStack}, true},
+		{"unknown action", Event{Addr: base, Action: ActionUnknown}, true},
 	} {
-		first := Event{Addr: 1, Size: 2, TimeUS: 3, Action: ActionAlloc}
+		first := Event{Addr: 0x7f3a_0000_0000, Size: 2, TimeUS: 3, Action: ActionAlloc}
 		if tc.e.TimeUS >= 1<<32 && !strings.Contains(tc.name, "epoch") {
 			first.TimeUS += tc.e.TimeUS &^ (1<<32 - 1)
 		}
@@ -84,6 +91,39 @@ func TestEventPacking(t *testing.T) {
 	}
 }
 
+// The address base is set by the arena's first block event, whatever the
+// events before it (kept whole) hold; an arena whose first block event is
+// low in the address space counts from 0.
+func TestAddressBase(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first []Event
+		block Event
+		base  uint64
+	}{
+		{"a snapshot() first", []Event{{Action: ActionSnapshot}, {Addr: 0x7f3a_0000_0000, Size: 2 << 20, Action: ActionSegmentAlloc}}, Event{Addr: 0x7f3a_0000_0000, Size: 512, Action: ActionAlloc}, 0x7e80_0000_0000},
+		{"an OOM first", []Event{{Addr: 1 << 30, Size: 1 << 20, Action: ActionOOM}}, Event{Addr: 0x2_0000_0000, Size: 512, Action: ActionFreeRequested}, 0},
+		{"the top of a region", nil, Event{Addr: 0x7f3f_ffff_fe00, Size: 512, Action: ActionAlloc}, 0x7e80_0000_0000},
+		{"a region's first byte", nil, Event{Addr: 0x7f40_0000_0000, Size: 512, Action: ActionAlloc}, 0x7f40_0000_0000 - 1<<39},
+	} {
+		var a eventArena
+		for _, e := range append(tc.first, tc.block) {
+			a.push(e, Context{})
+		}
+		if a.base.unbased != 0 || a.base.addr != tc.base {
+			t.Errorf("%s: address base %#x (unbased %d), want %#x", tc.name, a.base.addr, a.base.unbased, tc.base)
+		}
+		if len(a.wide) != len(tc.first) {
+			t.Errorf("%s: %d events kept whole, want the %d before the block event", tc.name, len(a.wide), len(tc.first))
+		}
+		for i, e := range append(tc.first, tc.block) {
+			if got := a.at(i); got != e {
+				t.Errorf("%s: event %d %+v, want %+v", tc.name, i, got, e)
+			}
+		}
+	}
+}
+
 // A tail's arena joins the head's with every event renumbered and in place:
 // across chunk boundaries, with events kept whole in either arena, an event
 // that renumbering makes too wide to pack, and contexts that differ from
@@ -92,7 +132,7 @@ func TestEventPacking(t *testing.T) {
 func TestAppendArena(t *testing.T) {
 	stackOf := func(s StackID) StackID {
 		if s == 7 {
-			return 1 << 24 // no longer packs
+			return 1 << 22 // no longer packs
 		}
 		return s + 100
 	}
@@ -289,31 +329,55 @@ func TestTraceOthers(t *testing.T) {
 	}
 }
 
-// A tail whose first event is epochs after the head's keeps its times when
-// it joins: its events' epochs are counted again from the head's, and
-// those 16 or more epochs after it are kept whole.
+// A tail whose first event is epochs after the head's, or whose first
+// block event is in another region of addresses, keeps its values when it
+// joins: its events are packed again from the head's bases, and those
+// that then do not fit (16 or more epochs after the head's, or outside
+// the head's window of addresses) are kept whole. A head with no block
+// event yet takes the tail's address base.
 func TestAppendArenaRebases(t *testing.T) {
-	event := func(i int) Event {
-		return Event{Addr: uint64(i) * 512, Size: 512, TimeUS: int64(i)<<32 | 7, Action: ActionAlloc}
+	const region = 0x7f00_0000_0000 // its window: 0x7e80_0000_0000 up to 0x7f80_0000_0000
+	epochs := func(i int) Event {
+		return Event{Addr: region + uint64(i)*512, Size: 512, TimeUS: int64(i)<<32 | 7, Action: ActionAlloc}
 	}
-	var head, tail eventArena
-	for i := range 3 {
-		head.push(event(i), Context{})
+	regions := func(i int) Event { // the tail's first in the next region, the last two past the head's window
+		return Event{Addr: region + uint64(i)<<37, Size: 512, TimeUS: int64(i), Action: ActionFreeRequested}
 	}
-	for i := 14; i < 18; i++ {
-		tail.push(event(i), Context{})
-	}
-	if len(tail.wide) != 0 {
-		t.Fatalf("the tail keeps %d events whole before it joins, want none", len(tail.wide))
-	}
-	head.appendArena(&tail, func(c Context) Context { return c })
-	for k, i := range []int{0, 1, 2, 14, 15, 16, 17} {
-		if got := head.at(k); got != event(i) {
-			t.Errorf("event %d: %+v, want %+v", k, got, event(i))
+	snapshotFirst := func(i int) Event {
+		if i == 0 {
+			return Event{Action: ActionSnapshot}
 		}
+		return Event{Addr: region + 1<<38 + uint64(i)*512, Size: 512, TimeUS: int64(i), Action: ActionAlloc}
 	}
-	if len(head.wide) != 2 {
-		t.Errorf("%d events kept whole, want the 2 of epochs 16 and 17", len(head.wide))
+	for _, tc := range []struct {
+		name       string
+		event      func(int) Event
+		head, tail []int
+		wide       int
+	}{
+		{"epochs", epochs, []int{0, 1, 2}, []int{14, 15, 16, 17}, 2},
+		{"address regions", regions, []int{0, 1}, []int{2, 3, 4, 5}, 2},
+		{"a head with no block event", snapshotFirst, []int{0}, []int{1, 2}, 1},
+	} {
+		var head, tail eventArena
+		for _, i := range tc.head {
+			head.push(tc.event(i), Context{})
+		}
+		for _, i := range tc.tail {
+			tail.push(tc.event(i), Context{})
+		}
+		if len(tail.wide) != 0 || tail.base == head.base {
+			t.Fatalf("%s: the tail keeps %d events whole before it joins and has the head's bases (%v), want none and other bases", tc.name, len(tail.wide), tail.base == head.base)
+		}
+		head.appendArena(&tail, func(c Context) Context { return c })
+		for k, i := range append(tc.head, tc.tail...) {
+			if got := head.at(k); got != tc.event(i) {
+				t.Errorf("%s: event %d: %+v, want %+v", tc.name, k, got, tc.event(i))
+			}
+		}
+		if len(head.wide) != tc.wide {
+			t.Errorf("%s: %d events kept whole, want %d", tc.name, len(head.wide), tc.wide)
+		}
 	}
 }
 
