@@ -22,11 +22,15 @@ type Limits struct {
 var DefaultLimits = Limits{MaxStack: 1 << 22, MaxMarks: 1 << 16, MaxString: 1 << 30, Budget: DefaultBudget}
 
 // The read buffer starts at minBuf and grows to maxBuf once the input has
-// filled it: 1 MiB keeps read calls rare on big files, and small inputs
-// (fixtures, fuzzing) stay cheap. The whole stream is never in memory.
+// filled it: 256 KiB keeps read calls rare on big files (a thousand for
+// 288 MB), and small inputs (fixtures, fuzzing) stay cheap. The whole
+// stream is never in memory. Each part of a split decode has one: at 1 MiB
+// the 16 parts of the 288 MB bench file held 18.5 MB of buffers at the
+// decode's peak, which they took from 146 to 139 MiB live at 256 KiB
+// (bench/RESULTS.md).
 const (
 	minBuf = 64 << 10
-	maxBuf = 1 << 20
+	maxBuf = 256 << 10
 )
 
 // Decoder runs one pickle stream.

@@ -567,8 +567,11 @@ func TestWalkEntries(t *testing.T) {
 					name, from, got.entries, len(got.splits), len(got.memo), len(got.strings),
 					want.entries, len(want.splits), len(want.memo), len(want.strings))
 			}
-			if name == "bench_source" && from == 0 && got.entries < 300000 {
-				t.Errorf("bench seed: %d entries walked at once, want most of its 330 k", got.entries)
+			// An entry that runs past the end of the read buffer is walked
+			// opcode by opcode: about one a buffer (the 256 KiB buffers
+			// walk 299,996 of the seed's 300,259 entries at once).
+			if name == "bench_source" && from == 0 && got.entries < 299900 {
+				t.Errorf("bench seed: %d entries walked at once, want all but about one a read buffer of its 300 k", got.entries)
 			}
 		}
 	}
