@@ -88,32 +88,20 @@ func newMemoryGate(max int64, gc gcPolicy) *memoryGate {
 }
 
 // The memory limit is heapPerByte bytes per byte of the raw pickles
-// loading and heapPerPart per part each is decoded in, plus heapBase for
-// the rest of the process and the digests kept. With events in 16 bytes
-// (bench/RESULTS.md, 2026-12-02 18:40), analyze holds at its peak 114 MiB
-// live for the 288 MB bench file and 366 MiB for the 996 MB one on 2 cores
-// (0.37 bytes a byte and 12 MiB), after decodes that held 96 and 323 MiB;
-// decoded in 16 parts they held 139 and 363, 3 MiB more a part (each
-// part's read buffer, its memo's partly filled chunks and its fork of the
-// head's memo). The process holds about 18 MiB the limit does not count
-// (the binary's pages most of it), so the limit of the 288 MB file on 2
-// cores, 120 MiB, keeps its RSS under half the file, where 0.44 bytes a
-// byte and 36 MiB had let it reach 0.58-0.61x; a limit under the live
-// heap would have the collector run without end (16 cores, 996 MB: 0.60-
-// 0.68 s under 388 MiB against 0.52-0.55 s).
+// loading, plus heapBase for the rest of the process and the digests
+// kept. Analyze holds 0.43 bytes live per byte of the 996 MB bench file at
+// its peak (427 MB after a collection, on 16 cores; 0.39 on a 1 GB
+// generate() trace): under a limit of 476 MB its RSS stays under half the
+// file (bench/RESULTS.md), the process holding about 20 MB the limit does
+// not count.
 const (
-	heapPerByte = 0.40
-	heapPerPart = 3 << 20
-	heapBase    = 4 << 20
+	heapPerByte = 0.44
+	heapBase    = 36 << 20
 )
 
 // heapFor is what loading a snapshot of raw bytes holds live, as the
-// memory limit counts it, decoded in as many parts as the process has
-// cores for (analyze, which decodes several files at once, gives each
-// fewer: its limit then errs high).
-func heapFor(raw int64) int64 {
-	return int64(heapPerByte*float64(raw)) + heapPerPart*int64(snapshot.DecodeParts(raw, 0))
-}
+// memory limit counts it.
+func heapFor(raw int64) int64 { return int64(heapPerByte * float64(raw)) }
 
 // acquire waits until the estimate of in (at most max) is free, takes it
 // and returns what it took, for release.
