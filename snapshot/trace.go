@@ -24,14 +24,16 @@ const eventChunkLen = 1 << eventChunkBits
 // a trace) in 16 bytes instead of 32 (182 MB less on the 11.4 M events of
 // the 996 MB bench file). Its low word holds the time as microseconds
 // since the arena's time base (36 bits: 19 hours), the action (2 bits),
-// the stream id (4) and the stack id (22); its high word the address as
-// 512-byte units from the arena's address base (31 bits: a window of 1
-// TiB, addrWindow) and the size (33 bits: 8 GiB). The caching allocator
-// hands out blocks in 512-byte units from segments of one device's
-// address space, so every block address of a real trace fits; requested
-// sizes do not all round to 512 and are kept exact. Any other event, and a
-// block event whose values do not fit, is kept whole in the arena's wide
-// table: its action bits are 0 and its high word indexes the table.
+// the stream id (4), the stack id (20) and the size's top 2 bits; its
+// high word the address as 512-byte units from the arena's address base
+// (33 bits: a window of 4 TiB, addrWindow) and the size's low 31 bits
+// (33 in all: 8 GiB). The caching allocator hands out blocks in 512-byte
+// units from segments in the process's address space, where the devices
+// of a process share one arena and one window, so every block address of
+// a real trace fits; requested sizes do not all round to 512 and are kept
+// exact. Any other event, and a block event whose values do not fit, is
+// kept whole in the arena's wide table: its action bits are 0 and its
+// high word indexes the table.
 type packedEvent struct {
 	lo, hi uint64
 }
@@ -41,11 +43,13 @@ const (
 	packActionShift = packTimeBits
 	packStreamShift = packActionShift + 2
 	packStackShift  = packStreamShift + 4
-	packAddrBits    = 31
+	packSizeShift   = packStackShift + 20 // the size's top bits, in the low word
+	packAddrBits    = 33
 	packAddrUnit    = 9 // an address counts 512-byte units
-	packSizeBits    = 64 - packAddrBits
+	packSizeLow     = 64 - packAddrBits
+	packSizeBits    = packSizeLow + 64 - packSizeShift
 	packStreams     = 1 << (packStackShift - packStreamShift)
-	packStacks      = 1 << (64 - packStackShift)
+	packStacks      = 1 << (packSizeShift - packStackShift)
 )
 
 // wide reports whether p's event is kept whole, in the wide table at p.hi.
@@ -59,14 +63,13 @@ type packBase struct {
 }
 
 // addrWindow is the address base for an arena whose first block event is
-// at addr: 512 GiB below addr's 256 GiB-aligned region, so that the
-// window holds at least 512 GiB below addr and 256 GiB above it. It
-// depends on that region alone, so that the parts of a split decode,
-// each of which sets its own base, mostly agree and join without
-// repacking (rebase).
+// at addr: 2 TiB below addr's 1 TiB-aligned region, so that the window
+// holds at least 2 TiB below addr and 1 TiB above it. It depends on that
+// region alone, so that the parts of a split decode, each of which sets
+// its own base, mostly agree and join without repacking (rebase).
 func addrWindow(addr uint64) uint64 {
-	region := addr &^ (1<<38 - 1)
-	return region - min(region, 1<<39)
+	region := addr &^ (1<<40 - 1)
+	return region - min(region, 2<<40)
 }
 
 // eventArena is an append-only, chunked []Event with the events' contexts.
@@ -113,7 +116,8 @@ func (a *eventArena) pack(p *packedEvent, i int, e Event) {
 	off, dt := e.Addr-a.base.addr, uint64(e.TimeUS)-a.base.time
 	if off>>(packAddrBits+packAddrUnit)|off&(1<<packAddrUnit-1)|e.Size>>packSizeBits|dt>>packTimeBits|
 		uint64(e.Stack)/packStacks|uint64(e.Stream)/packStreams|a.base.unbased == 0 && e.Action-1 < 3 {
-		p.lo = dt | uint64(e.Action)<<packActionShift | uint64(e.Stream)<<packStreamShift | uint64(e.Stack)<<packStackShift
+		p.lo = dt | uint64(e.Action)<<packActionShift | uint64(e.Stream)<<packStreamShift | uint64(e.Stack)<<packStackShift |
+			e.Size>>packSizeLow<<packSizeShift
 		p.hi = off>>packAddrUnit | e.Size<<packAddrBits
 		return
 	}
@@ -154,9 +158,9 @@ func narrow(e *Event, base *packBase, p *packedEvent) {
 	e.TimeUS = int64(base.time + lo&(1<<packTimeBits-1))
 	e.Action = Action(lo >> packActionShift & 3)
 	e.Stream = StreamID(lo >> packStreamShift & (packStreams - 1))
-	e.Stack = StackID(lo >> packStackShift)
+	e.Stack = StackID(lo >> packStackShift & (packStacks - 1))
 	e.Addr = base.addr + hi&(1<<packAddrBits-1)<<packAddrUnit
-	e.Size = hi >> packAddrBits
+	e.Size = hi>>packAddrBits | lo>>packSizeShift<<packSizeLow
 }
 
 // unpackTo unpacks src into dst (len(dst) >= len(src)).
@@ -267,12 +271,13 @@ func (a *eventArena) renumber(stackOf func(StackID) StackID, streams []StreamID)
 					continue
 				}
 				w := p.lo
-				stack, stream := stackOf(StackID(w>>packStackShift)), streams[w>>packStreamShift&(packStreams-1)]
+				stack, stream := stackOf(StackID(w>>packStackShift&(packStacks-1))), streams[w>>packStreamShift&(packStreams-1)]
 				if int(stack) >= packStacks || int(stream) >= packStreams {
 					spilled[part] = append(spilled[part], (lo+k)<<eventChunkBits|j)
 					continue
 				}
-				p.lo = w&(1<<packStreamShift-1) | uint64(stream)<<packStreamShift | uint64(stack)<<packStackShift
+				const ids = 1<<packSizeShift - 1<<packStreamShift // the stream's and the stack's bits
+				p.lo = w&^ids | uint64(stream)<<packStreamShift | uint64(stack)<<packStackShift
 			}
 		}
 	})

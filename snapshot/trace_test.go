@@ -48,25 +48,26 @@ func TestTraceContexts(t *testing.T) {
 // the packed layout are kept whole, and only those. The arena's first
 // event, an alloc at 0x7f3a_0000_0000 and 3 us, sets its bases, unless the
 // time of the case's own is 2**32 us or more: then 3 us into that one's
-// epoch. Its address base is 0x7f3a_0000_0000's 256 GiB region,
-// 0x7f00_0000_0000, less 512 GiB.
+// epoch. Its address base is 0x7f3a_0000_0000's 1 TiB region,
+// 0x7f00_0000_0000, less 2 TiB.
 func TestEventPacking(t *testing.T) {
-	const base = 0x7e80_0000_0000
+	const base = 0x7d00_0000_0000
 	for _, tc := range []struct {
 		name string
 		e    Event
 		wide bool
 	}{
 		{"alloc", Event{Addr: 0x7f3a_1c00_0000, Size: 20 << 20, TimeUS: 1795272266498364, Stack: 41, Stream: 3, Action: ActionAlloc}, false},
-		{"largest narrow: 15 epochs on", Event{Addr: base + 1<<40 - 512, Size: 1<<33 - 1, TimeUS: 15<<32 | 1<<32 - 1, Stack: 1<<22 - 1, Stream: 1<<4 - 1, Action: ActionFreeCompleted}, false},
+		{"largest narrow: 15 epochs on", Event{Addr: base + 1<<42 - 512, Size: 1<<33 - 1, TimeUS: 15<<32 | 1<<32 - 1, Stack: 1<<20 - 1, Stream: 1<<4 - 1, Action: ActionFreeCompleted}, false},
+		{"a size's top bits", Event{Addr: base + 512, Size: 3<<31 | 5, Stack: 1<<20 - 2, Action: ActionAlloc}, false},
 		{"the address base", Event{Addr: base, Size: 1, Action: ActionFreeRequested}, false},
 		{"time 16 epochs on", Event{Addr: base, Size: 512, TimeUS: 16 << 32, Action: ActionAlloc}, true},
 		{"time before the first event's epoch", Event{Addr: base, Size: 512, TimeUS: -1, Action: ActionAlloc}, true},
 		{"address below the window", Event{Addr: base - 512, Size: 512, Action: ActionAlloc}, true},
-		{"address past the window", Event{Addr: base + 1<<40, Size: 512, Action: ActionAlloc}, true},
+		{"address past the window", Event{Addr: base + 1<<42, Size: 512, Action: ActionAlloc}, true},
 		{"address off the 512-byte units", Event{Addr: 0x7f3a_1c00_0100, Size: 512, Action: ActionAlloc}, true},
 		{"size of 8 GiB", Event{Addr: base, Size: 1 << 33, Action: ActionAlloc}, true},
-		{"stack past 22 bits", Event{Addr: base, Size: 512, Stack: 1 << 22, Action: ActionAlloc}, true},
+		{"stack past 20 bits", Event{Addr: base, Size: 512, Stack: 1 << 20, Action: ActionAlloc}, true},
 		{"stream past 4 bits", Event{Addr: base, Size: 512, Stream: 1 << 4, Action: ActionAlloc}, true},
 		{"segment event", Event{Addr: base, Size: 2 << 20, Action: ActionSegmentAlloc}, true},
 		{"no time, no stack", Event{Action: ActionSnapshot, Stack: NoStack}, true},
@@ -101,10 +102,10 @@ func TestAddressBase(t *testing.T) {
 		block Event
 		base  uint64
 	}{
-		{"a snapshot() first", []Event{{Action: ActionSnapshot}, {Addr: 0x7f3a_0000_0000, Size: 2 << 20, Action: ActionSegmentAlloc}}, Event{Addr: 0x7f3a_0000_0000, Size: 512, Action: ActionAlloc}, 0x7e80_0000_0000},
+		{"a snapshot() first", []Event{{Action: ActionSnapshot}, {Addr: 0x7f3a_0000_0000, Size: 2 << 20, Action: ActionSegmentAlloc}}, Event{Addr: 0x7f3a_0000_0000, Size: 512, Action: ActionAlloc}, 0x7d00_0000_0000},
 		{"an OOM first", []Event{{Addr: 1 << 30, Size: 1 << 20, Action: ActionOOM}}, Event{Addr: 0x2_0000_0000, Size: 512, Action: ActionFreeRequested}, 0},
-		{"the top of a region", nil, Event{Addr: 0x7f3f_ffff_fe00, Size: 512, Action: ActionAlloc}, 0x7e80_0000_0000},
-		{"a region's first byte", nil, Event{Addr: 0x7f40_0000_0000, Size: 512, Action: ActionAlloc}, 0x7f40_0000_0000 - 1<<39},
+		{"the top of a region", nil, Event{Addr: 0x7fff_ffff_fe00, Size: 512, Action: ActionAlloc}, 0x7d00_0000_0000},
+		{"a region's first byte", nil, Event{Addr: 0x7e00_0000_0000, Size: 512, Action: ActionAlloc}, 0x7e00_0000_0000 - 2<<40},
 	} {
 		var a eventArena
 		for _, e := range append(tc.first, tc.block) {
@@ -125,12 +126,16 @@ func TestAddressBase(t *testing.T) {
 }
 
 // A tail's arena joins the head's with every event renumbered and in place:
-// across chunk boundaries, with events kept whole in either arena, an event
-// that renumbering makes too wide to pack, and contexts that differ from
+// across chunk boundaries, with events kept whole in either arena, sizes
+// whose top bits share the stack's word, an event that renumbering makes
+// too wide to pack, and contexts that differ from
 // the head's (which take the event-by-event path). Times cross epochs (their
 // high 32 bits change) in either arena and at the join, and go back.
 func TestAppendArena(t *testing.T) {
 	stackOf := func(s StackID) StackID {
+		if s >= 11 { // the events' stacks are i%11: any other id was misread
+			t.Errorf("renumbered stack %d, which no event has", s)
+		}
 		if s == 7 {
 			return 1 << 22 // no longer packs
 		}
@@ -159,6 +164,9 @@ func TestAppendArena(t *testing.T) {
 				}
 				if i%1000 == 1 {
 					e.Size = 1 << 41 // kept whole
+				}
+				if i%1000 == 7 {
+					e.Size = 5 << 30 // packed, its top bits beside the stack's
 				}
 				if i%997 == 3 {
 					e.Action = ActionSegmentAlloc // one of Others
@@ -336,18 +344,18 @@ func TestTraceOthers(t *testing.T) {
 // the head's window of addresses) are kept whole. A head with no block
 // event yet takes the tail's address base.
 func TestAppendArenaRebases(t *testing.T) {
-	const region = 0x7f00_0000_0000 // its window: 0x7e80_0000_0000 up to 0x7f80_0000_0000
+	const region = 0x7f00_0000_0000 // its window: 0x7d00_0000_0000 up to 0x8100_0000_0000
 	epochs := func(i int) Event {
 		return Event{Addr: region + uint64(i)*512, Size: 512, TimeUS: int64(i)<<32 | 7, Action: ActionAlloc}
 	}
-	regions := func(i int) Event { // the tail's first in the next region, the last two past the head's window
-		return Event{Addr: region + uint64(i)<<37, Size: 512, TimeUS: int64(i), Action: ActionFreeRequested}
+	regions := func(i int) Event { // the tail's first in the next region, its last two at the end of the head's window
+		return Event{Addr: region + uint64(i)<<40, Size: 512, TimeUS: int64(i), Action: ActionFreeRequested}
 	}
 	snapshotFirst := func(i int) Event {
 		if i == 0 {
 			return Event{Action: ActionSnapshot}
 		}
-		return Event{Addr: region + 1<<38 + uint64(i)*512, Size: 512, TimeUS: int64(i), Action: ActionAlloc}
+		return Event{Addr: region + 1<<40 + uint64(i)*512, Size: 512, TimeUS: int64(i), Action: ActionAlloc}
 	}
 	for _, tc := range []struct {
 		name       string
@@ -356,7 +364,7 @@ func TestAppendArenaRebases(t *testing.T) {
 		wide       int
 	}{
 		{"epochs", epochs, []int{0, 1, 2}, []int{14, 15, 16, 17}, 2},
-		{"address regions", regions, []int{0, 1}, []int{2, 3, 4, 5}, 2},
+		{"address regions", regions, []int{0}, []int{1, 2, 2}, 2},
 		{"a head with no block event", snapshotFirst, []int{0}, []int{1, 2}, 1},
 	} {
 		var head, tail eventArena
