@@ -90,7 +90,7 @@ func TestDenseLayout(t *testing.T) {
 			if d < len(sn.Traces) {
 				tr = sn.Traces[d]
 			}
-			for _, st := range []stages{{1, 1, 1}, {4, 2, 3}} {
+			for _, st := range []stages{{1, 1, 1, 1}, {4, 2, 3, 16}} {
 				keepDense = false
 				want := replayDevice(sn, d, tr, st)
 				keepDense = true

@@ -34,7 +34,7 @@ func FuzzReplay(f *testing.F) {
 			if d < len(sn.Traces) {
 				tr = sn.Traces[d]
 			}
-			for _, st := range []stages{{1, 1, 1}, {4, 2, 3}} {
+			for _, st := range []stages{{1, 1, 1, 1}, {4, 2, 3, 16}} {
 				replayDevice(sn, d, tr, st)
 			}
 		}

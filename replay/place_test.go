@@ -36,11 +36,11 @@ func TestShardedPlacer(t *testing.T) {
 				tr = sn.Traces[d]
 			}
 			placedBatchLen = batchLen
-			one := replayDevice(sn, d, tr, stages{1, 1, 1})
+			one := replayDevice(sn, d, tr, stages{1, 1, 1, 2})
 			if one.inexact {
 				t.Fatalf("%s: one placer says it was not exact", name)
 			}
-			for _, st := range []stages{{1, 2, 3}, {2, 1, 2}, {3, 2, 3}, {4, 3, 1}} {
+			for _, st := range []stages{{1, 2, 3, 3}, {2, 1, 2, 1}, {3, 2, 3, 16}, {4, 3, 1, 5}} {
 				for _, n := range []int{batchLen, 7} {
 					placedBatchLen = n
 					got := replayDevice(sn, d, tr, st)
@@ -87,7 +87,7 @@ func TestShardedPlacer(t *testing.T) {
 // one placed 58%).
 func TestRouterBalance(t *testing.T) {
 	sn := testutil.Snapshot(t, "../testdata/scenarios/out/bench_source/bench_source.pickle.gz")
-	r := replayDevice(sn, 0, sn.Traces[0], stages{4, 1, 1})
+	r := replayDevice(sn, 0, sn.Traces[0], stages{4, 1, 1, 8})
 	if r.inexact {
 		t.Fatal("not exact in shards")
 	}

@@ -48,8 +48,8 @@ func (r *replayer) run(st stages) {
 		t.peaks[m] = Peak{Index: BeforeRecording, Bytes: t.Initial.get(Metric(m))}
 	}
 
-	empty := make(chan placedBatch, placedBatches)
-	for range placedBatches {
+	empty := make(chan placedBatch, st.batches)
+	for range st.batches {
 		b := placedBatch{
 			events: make([]snapshot.Event, placedBatchLen), words: make([]int64, placedBatchLen),
 			unpacked: make(chan struct{}, 1),
@@ -64,7 +64,7 @@ func (r *replayer) run(st stages) {
 		}
 		empty <- b
 	}
-	toUnpack, unpacking := make(chan placedBatch, placedBatches), make(chan placedBatch, placedBatches)
+	toUnpack, unpacking := make(chan placedBatch, st.batches), make(chan placedBatch, st.batches)
 	go func() {
 		defer close(toUnpack)
 		defer close(unpacking)
@@ -84,20 +84,20 @@ func (r *replayer) run(st stages) {
 		}()
 	}
 	matched := make([]chan placedBatch, len(ps))
-	placed := make(chan placedBatch, placedBatches)
+	placed := make(chan placedBatch, st.batches)
 	var placing sync.WaitGroup
 	for k, p := range ps {
-		matched[k] = make(chan placedBatch, placedBatches)
+		matched[k] = make(chan placedBatch, st.batches)
 		placing.Go(func() { p.place(matched[k], placed) })
 	}
 	go func() {
 		placing.Wait()
 		close(placed)
 	}()
-	opened, recorded := make(chan placedBatch, placedBatches), make(chan placedBatch, placedBatches)
+	opened, recorded := make(chan placedBatch, st.batches), make(chan placedBatch, st.batches)
 	var matchCaveats caveatCounter
 	if len(ps) > 1 {
-		toRoute := make(chan placedBatch, placedBatches)
+		toRoute := make(chan placedBatch, st.batches)
 		go r.route(r.layout.clone(-1), toRoute, matched)
 		go r.match(int32(initial), &matchCaveats, unpacking, []chan placedBatch{toRoute})
 	} else {
@@ -108,7 +108,7 @@ func (r *replayer) run(st stages) {
 	summed := make([]chan placedBatch, st.writers)
 	var writing sync.WaitGroup
 	for w := range summed {
-		summed[w] = make(chan placedBatch, placedBatches)
+		summed[w] = make(chan placedBatch, st.batches)
 		writing.Go(func() { t.write(w, len(summed), summed[w], empty) })
 	}
 	r.account(recorded, summed)
@@ -123,8 +123,9 @@ func (r *replayer) run(st stages) {
 
 // stages is how many goroutines the forward pass gives the stages it
 // splits: the placer's shards (place.go), the matcher's unpackers of the
-// events and the writers of the series.
-type stages struct{ shards, unpackers, writers int }
+// events and the writers of the series; and how many batches the stages
+// hand on at most at a time.
+type stages struct{ shards, unpackers, writers, batches int }
 
 // stagesOn is the forward pass's stages on procs cores. On 16 the
 // matcher (unpacking the events), the recorder and the writer each took
@@ -133,8 +134,13 @@ type stages struct{ shards, unpackers, writers int }
 // three series apart, they take 156-197 ms, about as long as the busiest
 // of the shards the router feeds (bench/RESULTS.md). Below 8 cores the
 // extra goroutines would only take turns on the same cores.
+//
+// Two batches a core keep a stage that runs one to fill while the next
+// drains another, and no more are needed: on 2 cores the pass took as
+// long with 4 as with 16, whose 12 MB were the analysis's peak on the
+// 288 MB bench file (113 MiB live against 109, bench/RESULTS.md).
 func stagesOn(procs int) stages {
-	s := stages{shards: placerShards(procs), unpackers: 1, writers: 1}
+	s := stages{shards: placerShards(procs), unpackers: 1, writers: 1, batches: min(2*max(procs, 2), maxPlacedBatches)}
 	if procs >= 8 {
 		s.unpackers, s.writers = 2, 3
 	}
@@ -142,12 +148,13 @@ func stagesOn(procs int) stages {
 }
 
 // The matcher hands the placer, the placer the accountant and so on,
-// batches of placedBatchLen events, at most placedBatches at a time
-// (8 MiB in all). The length is a variable for tests to cross batch
-// boundaries with few events.
+// batches of placedBatchLen events (about 110 bytes an event: 0.9 MB),
+// at most stages.batches at a time. The length is a variable for tests
+// to cross batch boundaries with few events.
 var placedBatchLen = 1 << 13
 
-const placedBatches = 16
+// maxPlacedBatches is the most batches in flight, on 8 cores or more.
+const maxPlacedBatches = 16
 
 // placedBatch is what the stages found for events start.. of one batch,
 // with the events, which the matcher unpacks for all (0.24 s of the
