@@ -6,7 +6,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"time"
@@ -21,16 +23,24 @@ import (
 // memoryGate lets snapshots be decoded at once while their estimated
 // memory fits max; one estimated at more than max runs alone. While they
 // load, it also keeps the garbage collector's soft memory limit at what
-// they hold live (heapFor), as its gcPolicy says, unless GOMEMLIMIT sets
-// one: with its default goal of twice the live heap the collector let
-// analyze of the 996 MB bench file reach 1010 MB; under the limit it peaks
-// at 0.58 of the file (bench/RESULTS.md).
+// they hold live (heapFor, or less for big ones: limitNow), as its
+// gcPolicy says, unless GOMEMLIMIT sets one: with its default goal of
+// twice the live heap the collector let analyze of the 996 MB bench file
+// reach 1010 MB; under the limit it peaks at 0.58 of the file
+// (bench/RESULTS.md).
 type memoryGate struct {
-	mu   sync.Mutex
-	cond *sync.Cond
-	free int64
-	max  int64
-	heap int64 // heapFor of the snapshots loading, with heapBase
+	mu      sync.Mutex
+	cond    *sync.Cond
+	free    int64
+	max     int64
+	heap    int64 // heapFor of the snapshots loading, with heapBase
+	raw     int64 // their raw bytes
+	halving int   // how many of them are held under half their size (halves)
+	// floor is the least limit the collector keeps without running
+	// without end, from the live heap at the last collection's end
+	// (afterGC): 0 until one ends while a snapshot that halves loads.
+	floor    int64
+	watching bool // the collections' ends are watched (watchGC)
 	// unsized counts the loads of unknown size (streams), for which no
 	// limit can be told: while one runs the gate sets none.
 	unsized int
@@ -107,7 +117,7 @@ func heapFor(raw int64) int64 { return int64(heapPerByte * float64(raw)) }
 // and returns what it took, for release.
 func (g *memoryGate) acquire(in inputs.Input) gateHold {
 	raw := rawSize(in)
-	h := gateHold{est: min(memoryEstimate(raw), g.max), heap: -1}
+	h := gateHold{est: min(memoryEstimate(raw), g.max), raw: raw, heap: -1}
 	if raw >= 0 {
 		h.heap = heapFor(raw)
 	}
@@ -126,9 +136,9 @@ func (g *memoryGate) take(h gateHold) {
 	g.hold(h, 1)
 }
 
-// gateHold is what acquire took: the estimate, and what the load holds
-// live (heapFor), or -1 if its size is unknown.
-type gateHold struct{ est, heap int64 }
+// gateHold is what acquire took: the estimate, and the load's raw bytes
+// and what it holds live (heapFor), or -1 if its size is unknown.
+type gateHold struct{ est, raw, heap int64 }
 
 // fits is how many loads of h's estimate the gate holds at once (1 at
 // least).
@@ -159,6 +169,13 @@ func (g *memoryGate) hold(h gateHold, sign int64) {
 		g.unsized += int(sign)
 	} else {
 		g.heap += sign * h.heap
+		g.raw += sign * h.raw
+		if halves(h.raw) {
+			g.halving += int(sign)
+		}
+	}
+	if g.halving == 0 {
+		g.floor = 0
 	}
 	switch {
 	case g.limit < 0:
@@ -169,12 +186,120 @@ func (g *memoryGate) hold(h gateHold, sign int64) {
 			g.gcOff = false
 		}
 	default:
-		debug.SetMemoryLimit(g.heap)
+		debug.SetMemoryLimit(g.limitNow())
+		if g.halving > 0 && !g.watching {
+			g.watching = true
+			watchGC(g)
+		}
 		if g.ownGC && !g.gcOff {
 			g.gcPercent = debug.SetGCPercent(-1)
 			g.gcOff = true
 		}
 	}
+}
+
+// Under heapFor's limit a snapshot's heap grows to 0.44 bytes a byte
+// plus heapBase before the collector runs, and the process holds about
+// outsideLimit more (the binary's pages most of it: 16 MB resident after
+// --help on the GPU host; 16-20 MiB over the limit on the dev VM). Below
+// about 930 MiB that passes half of the file, which the live heap does
+// not from halfFrom on: about 0.38 bytes a byte plus 5 MiB (109 MiB for
+// the 288 MB bench file on 2 cores, whose limit was 157 MiB and RSS
+// 0.58-0.60 of the file). While a snapshot of that size loads (halves),
+// the limit is therefore half the raw bytes less outsideLimit, never
+// under what the last collection left (floorFor): at a limit nearer the
+// live heap the collector would run without end. That held the 288 MB
+// file on 2 cores under half its size in the same time
+// (bench/RESULTS.md).
+//
+// Decoded in more than halfParts parts, a snapshot's decode alone holds
+// more than half (the 288 MB file's held 89 MiB live on 1 part, 96 on
+// 2, 103 on 4, 112 on 8 and 131-139 on 16, each part's memo and buffer,
+// against 121.5 MiB there): on 16 cores the collections that chased its
+// live heap took analyze from 0.23-0.24 s to 0.31-0.35 s, for 0.50x
+// instead of 0.59x, and it keeps heapFor's limit.
+const (
+	halfFrom     = 256 << 20
+	halfParts    = 4
+	outsideLimit = 16 << 20
+)
+
+// halves says whether a load of raw bytes is to be held under half its
+// size (limitNow).
+func halves(raw int64) bool {
+	return raw >= halfFrom && snapshot.DecodeParts(raw, 0) <= halfParts
+}
+
+// limitNow is the memory limit for the snapshots loading (hold, afterGC).
+func (g *memoryGate) limitNow() int64 {
+	if g.halving == 0 {
+		return g.heap
+	}
+	return min(g.heap, max(g.raw/2-outsideLimit, g.floor))
+}
+
+// floorFor is the floor (memoryGate.floor) after a collection that left
+// live bytes live, beside other bytes the limit counts too (the heap's
+// unused span space, goroutine stacks, the collector's metadata: 9 MiB
+// on 2 cores): the collector then runs each time the heap has grown a
+// sixteenth over the live heap, its goal being what the limit leaves the
+// heap less 3% (the runtime's memoryLimitHeapGoal). Without other, the
+// collector ran back to back at the 288 MB bench file's peak, its goal no
+// higher than its live heap.
+func floorFor(live, other int64) int64 { return (live+live/16)*100/97 + other }
+
+// afterGC is told the floor at the end of each collection while the gate
+// watches, and sets the limit; false once no snapshot that halves loads,
+// and the watch ends.
+func (g *memoryGate) afterGC(floor int64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.halving == 0 || g.limit < 0 {
+		g.watching = false
+		return false
+	}
+	g.floor = floor
+	if g.free < g.max && g.unsized == 0 {
+		debug.SetMemoryLimit(g.limitNow())
+	}
+	return true
+}
+
+// watchGC tells g.afterGC of the next collection's end, and of each after
+// while it returns true: a cleanup runs once the collector has freed its
+// object, which nothing else holds.
+func watchGC(g *memoryGate) {
+	runtime.AddCleanup(new(gcWatch), func(g *memoryGate) {
+		if g.afterGC(collected()) {
+			watchGC(g)
+		}
+	}, g)
+}
+
+// gcWatch is what watchGC hands the collector: it holds a pointer so that
+// it is not allocated beside other small objects, whose lives would delay
+// its cleanup.
+type gcWatch struct{ _ *byte }
+
+// collected is the floor (floorFor) after the last collection, from the
+// runtime's metrics: the heap it left live, and the memory the runtime
+// holds but for the heap's objects and free pages.
+func collected() int64 {
+	s := []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+	}
+	metrics.Read(s)
+	v := make([]int64, len(s))
+	for k := range s {
+		if s[k].Value.Kind() == metrics.KindUint64 {
+			v[k] = int64(s[k].Value.Uint64())
+		}
+	}
+	return floorFor(v[0], max(0, v[1]-v[2]-v[3]-v[4]))
 }
 
 // Analyze's peak resident memory is about rssPerByte bytes per byte of the

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -114,6 +115,106 @@ func TestMemoryGateLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// While a snapshot of halfFrom bytes or more loads in at most halfParts
+// parts, the limit is half the raw bytes loading less what the process
+// holds beside the heap, never under the floor the last collection's live
+// heap sets, nor over what heapFor alone would set; smaller loads, and
+// big ones decoded in more parts, keep heapFor's limit.
+func TestMemoryGateHalfLimit(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(halfParts))
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	limitBefore := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(limitBefore)
+	g := newMemoryGate(1<<40, gcLimitOnly)
+	g.watching = true // afterGC is called here, not by the collector
+	hold := func(raw int64) gateHold { return gateHold{est: 10, raw: raw, heap: heapFor(raw)} }
+	limit := func() int64 { l, _ := collector(); return l }
+
+	small := hold(200 << 20)
+	g.take(small)
+	if got, want := limit(), heapBase+heapFor(200<<20); got != want {
+		t.Errorf("a 200 MiB load: limit %d, want heapFor's %d", got, want)
+	}
+	if g.afterGC(150 << 20) {
+		t.Error("afterGC goes on watching with no big load")
+	}
+	g.watching = true
+
+	big := hold(300 << 20)
+	g.take(big)
+	ceiling := heapBase + heapFor(200<<20) + heapFor(300<<20)
+	const other = 8 << 20 // the runtime's memory but the heap's
+	for _, c := range []struct {
+		live, want int64 // live 0: no collection yet
+	}{
+		{0, 250<<20 - outsideLimit},
+		{100 << 20, 250<<20 - outsideLimit},   // the floor under half
+		{216 << 20, floorFor(216<<20, other)}, // the floor over it
+		{300 << 20, ceiling},                  // heapFor's limit over both
+		{50 << 20, 250<<20 - outsideLimit},    // down again
+	} {
+		if c.live > 0 && !g.afterGC(floorFor(c.live, other)) {
+			t.Fatalf("afterGC ends the watch while a snapshot that halves loads (%d live)", c.live)
+		}
+		if got := limit(); got != c.want {
+			t.Errorf("after a collection left %d live: limit %d, want %d", c.live, got, c.want)
+		}
+	}
+	g.release(big)
+	if got, want := limit(), heapBase+heapFor(200<<20); got != want {
+		t.Errorf("once the big load is done: limit %d, want heapFor's %d", got, want)
+	}
+	if g.floor != 0 {
+		t.Errorf("floor %d kept once no big load runs", g.floor)
+	}
+	g.release(small)
+	if got := limit(); got != limitBefore {
+		t.Errorf("memory limit after: %d, want the %d there was", got, limitBefore)
+	}
+
+	runtime.GOMAXPROCS(halfParts * 4)
+	g.take(big)
+	if got, want := limit(), heapBase+heapFor(300<<20); got != want {
+		t.Errorf("a 300 MiB load in %d parts: limit %d, want heapFor's %d", snapshot.DecodeParts(300<<20, 0), got, want)
+	}
+	g.release(big)
+}
+
+// The collector itself tells the gate of each collection's end while a
+// big snapshot loads, and stops once none does.
+func TestMemoryGateWatchesCollections(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	g := newMemoryGate(1<<40, gcLimitOnly)
+	h := gateHold{est: 10, raw: 1 << 30, heap: heapFor(1 << 30)}
+	g.take(h)
+	until := func(what string, ok func() bool) {
+		for deadline := time.Now().Add(10 * time.Second); !ok(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within 10 s", what)
+			}
+			runtime.GC()
+			time.Sleep(time.Millisecond)
+		}
+	}
+	until("floor from a collection", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.floor > 0
+	})
+	g.release(h)
+	until("end of the watch", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return !g.watching
+	})
 }
 
 // collector reads the soft memory limit and GOGC without changing them.
