@@ -117,11 +117,11 @@ func TestMemoryGateLimits(t *testing.T) {
 	}
 }
 
-// While a snapshot of halfFrom bytes or more loads in at most halfParts
-// parts, the limit is half the raw bytes loading less what the process
-// holds beside the heap, never under the floor the last collection's live
-// heap sets, nor over what heapFor alone would set; smaller loads, and
-// big ones decoded in more parts, keep heapFor's limit.
+// While snapshots load, the limit is heapFor's; while one of halfFrom
+// bytes or more loads in at most halfParts parts, half the raw bytes
+// loading less what the process holds beside the heap, where that is
+// less. Never is it under the floor the last collection's live heap sets.
+// A big load decoded in more parts keeps heapFor's limit.
 func TestMemoryGateHalfLimit(t *testing.T) {
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
@@ -133,47 +133,41 @@ func TestMemoryGateHalfLimit(t *testing.T) {
 	g.watching = true // afterGC is called here, not by the collector
 	hold := func(raw int64) gateHold { return gateHold{est: 10, raw: raw, heap: heapFor(raw)} }
 	limit := func() int64 { l, _ := collector(); return l }
+	const other = 8 << 20 // the runtime's memory but the heap's
+	check := func(what string, live, want int64) {
+		t.Helper()
+		if live > 0 && !g.afterGC(floorFor(live, other)) {
+			t.Fatalf("%s: afterGC ends the watch while snapshots load", what)
+		}
+		if got := limit(); got != want {
+			t.Errorf("%s: limit %d, want %d", what, got, want)
+		}
+	}
 
 	small := hold(200 << 20)
 	g.take(small)
-	if got, want := limit(), heapBase+heapFor(200<<20); got != want {
-		t.Errorf("a 200 MiB load: limit %d, want heapFor's %d", got, want)
-	}
-	if g.afterGC(150 << 20) {
-		t.Error("afterGC goes on watching with no big load")
-	}
-	g.watching = true
+	heapForSmall := heapBase + heapFor(200<<20)
+	check("a 200 MiB load", 0, heapForSmall)
+	check("a 200 MiB load, 100 MiB live", 100<<20, heapForSmall)
+	check("a 200 MiB load, 150 MiB live", 150<<20, floorFor(150<<20, other)) // more than heapFor says
 
 	big := hold(300 << 20)
 	g.take(big)
-	ceiling := heapBase + heapFor(200<<20) + heapFor(300<<20)
-	const other = 8 << 20 // the runtime's memory but the heap's
-	for _, c := range []struct {
-		live, want int64 // live 0: no collection yet
-	}{
-		{0, 250<<20 - outsideLimit},
-		{100 << 20, 250<<20 - outsideLimit},   // the floor under half
-		{216 << 20, floorFor(216<<20, other)}, // the floor over it
-		{300 << 20, ceiling},                  // heapFor's limit over both
-		{50 << 20, 250<<20 - outsideLimit},    // down again
-	} {
-		if c.live > 0 && !g.afterGC(floorFor(c.live, other)) {
-			t.Fatalf("afterGC ends the watch while a snapshot that halves loads (%d live)", c.live)
-		}
-		if got := limit(); got != c.want {
-			t.Errorf("after a collection left %d live: limit %d, want %d", c.live, got, c.want)
-		}
-	}
+	half := int64(250<<20 - outsideLimit)
+	check("and a 300 MiB one", 0, half) // the floor of 150 MiB live is under half
+	check("100 MiB live", 100<<20, half)
+	check("216 MiB live", 216<<20, floorFor(216<<20, other))
+	check("300 MiB live", 300<<20, floorFor(300<<20, other)) // over heapFor's limit too
+	check("50 MiB live", 50<<20, half)
+
 	g.release(big)
-	if got, want := limit(), heapBase+heapFor(200<<20); got != want {
-		t.Errorf("once the big load is done: limit %d, want heapFor's %d", got, want)
-	}
-	if g.floor != 0 {
-		t.Errorf("floor %d kept once no big load runs", g.floor)
-	}
+	check("once the big load is done", 0, heapForSmall)
 	g.release(small)
 	if got := limit(); got != limitBefore {
 		t.Errorf("memory limit after: %d, want the %d there was", got, limitBefore)
+	}
+	if g.floor != 0 || g.afterGC(floorFor(50<<20, other)) {
+		t.Errorf("the floor (%d) or the watch outlast the loads", g.floor)
 	}
 
 	runtime.GOMAXPROCS(halfParts * 4)
@@ -184,8 +178,8 @@ func TestMemoryGateHalfLimit(t *testing.T) {
 	g.release(big)
 }
 
-// The collector itself tells the gate of each collection's end while a
-// big snapshot loads, and stops once none does.
+// The collector itself tells the gate of each collection's end while
+// snapshots load, and stops once none does.
 func TestMemoryGateWatchesCollections(t *testing.T) {
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
