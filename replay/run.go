@@ -135,12 +135,17 @@ type stages struct{ shards, unpackers, writers, batches int }
 // of the shards the router feeds (bench/RESULTS.md). Below 8 cores the
 // extra goroutines would only take turns on the same cores.
 //
-// Two batches a core keep a stage that runs one to fill while the next
-// drains another, and no more are needed: on 2 cores the pass took as
-// long with 4 as with 16, whose 12 MB were the analysis's peak on the
-// 288 MB bench file (113 MiB live against 109, bench/RESULTS.md).
+// Two batches a core, and at least 8, keep a stage that runs one to fill
+// while the next drains another. With 4 on 2 cores the stages waited on
+// each other: analyze of the 996 MB bench file on the GPU host's 2 cores
+// took longer than with 16 in 13 of 19 pairs over four leases (medians
+// 2.31 s against 2.02 in the last; the builds with 4 had the new memory
+// limit too, which leaves that file's as it was); with 8 as long as with
+// 16 (dev VM, medians 2.63 and 2.62 s, 2.83 with 4). The 16 batches'
+// 12 MB were the analysis's peak on the 288 MB bench file (113-117 MiB
+// live against 107-108 with 4 or 8, bench/RESULTS.md).
 func stagesOn(procs int) stages {
-	s := stages{shards: placerShards(procs), unpackers: 1, writers: 1, batches: min(2*max(procs, 2), maxPlacedBatches)}
+	s := stages{shards: placerShards(procs), unpackers: 1, writers: 1, batches: min(2*max(procs, 4), maxPlacedBatches)}
 	if procs >= 8 {
 		s.unpackers, s.writers = 2, 3
 	}
