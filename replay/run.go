@@ -48,19 +48,20 @@ func (r *replayer) run(st stages) {
 		t.peaks[m] = Peak{Index: BeforeRecording, Bytes: t.Initial.get(Metric(m))}
 	}
 
+	batchLen := st.batchLen()
 	empty := make(chan placedBatch, st.batches)
 	for range st.batches {
 		b := placedBatch{
-			events: make([]snapshot.Event, placedBatchLen), words: make([]int64, placedBatchLen),
+			events: make([]snapshot.Event, batchLen), words: make([]int64, batchLen),
 			unpacked: make(chan struct{}, 1),
 			left:     new(atomic.Int32), rares: make([][]rareAlloc, len(ps)),
-			changes: make([]Sample, placedBatchLen), pools: make([]int32, placedBatchLen),
+			changes: make([]Sample, batchLen), pools: make([]int32, batchLen),
 		}
 		if len(ps) > 1 {
 			b.routes = make([][]routedEvent, len(ps))
 		}
 		for m := range b.values {
-			b.values[m] = make([]int64, placedBatchLen)
+			b.values[m] = make([]int64, batchLen)
 		}
 		empty <- b
 	}
@@ -68,9 +69,9 @@ func (r *replayer) run(st stages) {
 	go func() {
 		defer close(toUnpack)
 		defer close(unpacking)
-		for start := 0; start < n; start += placedBatchLen {
+		for start := 0; start < n; start += batchLen {
 			b := <-empty
-			b.start, b.events = start, b.events[:min(placedBatchLen, n-start)]
+			b.start, b.events = start, b.events[:min(batchLen, n-start)]
 			toUnpack <- b
 			unpacking <- b
 		}
@@ -141,9 +142,10 @@ type stages struct{ shards, unpackers, writers, batches int }
 // took longer than with 16 in 13 of 19 pairs over four leases (medians
 // 2.31 s against 2.02 in the last; the builds with 4 had the new memory
 // limit too, which leaves that file's as it was); with 8 as long as with
-// 16 (dev VM, medians 2.63 and 2.62 s, 2.83 with 4). The 16 batches'
-// 12 MB were the analysis's peak on the 288 MB bench file (113-117 MiB
-// live against 107-108 with 4 or 8, bench/RESULTS.md).
+// 16 (dev VM, medians 2.63 and 2.62 s, 2.83 with 4). From 8 cores on
+// the batches hold half the events (batchLen): 16 of 8192 were the
+// analysis's peak on the 288 MB bench file (113-117 MiB live against
+// 107-108 with 4 or 8, bench/RESULTS.md).
 func stagesOn(procs int) stages {
 	s := stages{shards: placerShards(procs), unpackers: 1, writers: 1, batches: min(2*max(procs, 4), maxPlacedBatches)}
 	if procs >= 8 {
@@ -153,10 +155,18 @@ func stagesOn(procs int) stages {
 }
 
 // The matcher hands the placer, the placer the accountant and so on,
-// batches of placedBatchLen events (about 110 bytes an event: 0.9 MB),
-// at most stages.batches at a time. The length is a variable for tests
-// to cross batch boundaries with few events.
+// batches of events (about 110 bytes an event), at most stages.batches at
+// a time, which hold placedInFlight events in all: 8 batches of 8192 on 2
+// and 4 cores, 16 of 4096 from 8 cores on. 16 of 8192 held 7 MB more at
+// the peak of analyze of the 288 MB bench file on 16 cores, its decode
+// then the smaller (bench/RESULTS.md). placedBatchLen is the most a batch
+// holds, a variable for tests to cross batch boundaries with few events.
 var placedBatchLen = 1 << 13
+
+const placedInFlight = 1 << 16
+
+// batchLen is how many events a batch of s holds.
+func (s stages) batchLen() int { return min(placedBatchLen, max(1, placedInFlight/s.batches)) }
 
 // maxPlacedBatches is the most batches in flight, on 8 cores or more.
 const maxPlacedBatches = 16

@@ -198,3 +198,14 @@ func TestScanRanges(t *testing.T) {
 		t.Errorf("histories %+v, want %+v", whole.history, want)
 	}
 }
+
+// The batches in flight hold placedInFlight events on any number of
+// cores, none more than placedBatchLen.
+func TestStagesBatches(t *testing.T) {
+	for _, procs := range []int{1, 2, 4, 8, 16, 64} {
+		s := stagesOn(procs)
+		if n := s.batches * s.batchLen(); n != placedInFlight || s.batchLen() > placedBatchLen {
+			t.Errorf("%d cores: %d batches of %d events, want %d in all, at most %d a batch", procs, s.batches, s.batchLen(), placedInFlight, placedBatchLen)
+		}
+	}
+}

@@ -57,7 +57,7 @@ var hostileInputs = []hostile{
 	{"values flood the stack", repeat("\x80\x04", "K\x01", 2_000_000, "."), false, "the stack outgrew the memory budget"},
 	{"DUP floods a list", repeat("\x80\x04](K\x01", "2", 4_000_000, "e."), false, "the stack outgrew the memory budget"},
 	{"memo gets fill a list", repeat("\x80\x04K\x01\x94](", "h\x00h\x00h\x00h\x00e(", 1_000_000, "e."), false, "container items outgrew the memory budget"},
-	{"memo flood", repeat("\x80\x04K\x01", "\x94", 4_000_000, "."), false, "the memo outgrew the memory budget"},
+	{"memo flood", repeat("\x80\x04K\x01", "\x94", 5_000_000, "."), false, "the memo outgrew the memory budget"},
 	{"sparse memo flood", sparsePuts, false, "the memo outgrew the memory budget"},
 	{"self-referencing lists", repeat("\x80\x04]\x94(", "h\x00", 100_000, "e."), false, "a container contains itself"},
 	{"tuples of memo gets", repeat("\x80\x04K\x01\x94", "h\x00h\x00h\x00\x87", 500_000, "."), false, "outgrew the memory budget"},

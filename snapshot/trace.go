@@ -8,15 +8,17 @@ import (
 	"github.com/vramscope/vramscope/internal/parallel"
 )
 
-// eventChunkBits sizes the event arena's chunks (64k events, 1 MiB). Chunks
-// are never reallocated, so a trace of N events costs N*16 bytes with no
-// slice-doubling copies (the prototype in shared/research/pickle-bench.md
-// measured 1.6x speed and 2.5x less peak RSS from this alone). Each part
-// of a split decode fills its last chunk partly: with 5 MiB chunks the 16
-// parts on 16 cores left 40 MB unused at the decode's peak, and analyze of
-// the 996 MB bench file peaked at 542 MB live instead of 464-485 (with the
-// memo's chunks cut likewise), in no more time (bench/RESULTS.md).
-const eventChunkBits = 16
+// eventChunkBits sizes the event arena's chunks (16k events, 256 KiB).
+// Chunks are never reallocated, so a trace of N events costs N*16 bytes
+// with no slice-doubling copies (the prototype in
+// shared/research/pickle-bench.md measured 1.6x speed and 2.5x less peak
+// RSS from this alone). Each part of a split decode fills its last chunk
+// partly: with 5 MiB chunks the 16 parts on 16 cores left 40 MB unused at
+// the decode's peak, and analyze of the 996 MB bench file peaked at 542 MB
+// live instead of 464-485 (with the memo's chunks cut likewise), in no
+// more time; with 1 MiB chunks the 288 MB bench file's 16-part decode held
+// 9 MiB more than with these (bench/RESULTS.md).
+const eventChunkBits = 14
 
 const eventChunkLen = 1 << eventChunkBits
 

@@ -212,23 +212,21 @@ func (g *memoryGate) hold(h gateHold, sign int64) {
 // file on 2 cores under half its size in the same time
 // (bench/RESULTS.md).
 //
-// Decoded in more than halfParts parts, a snapshot's decode alone holds
-// more than half (the 288 MB file's held 89 MiB live on 1 part, 96 on
-// 2, 103 on 4, 112 on 8 and 131-139 on 16, each part's memo and buffer,
-// against 121.5 MiB there): on 16 cores the collections that chased its
-// live heap took analyze from 0.23-0.24 s to 0.31-0.35 s, for 0.50x
-// instead of 0.59x, and it keeps heapFor's limit.
+// On 16 cores the 288 MB file's decode alone held 130 MiB live, its 16
+// parts' memo and event chunks partly filled, their buffers, and the
+// replay's 16 batches 7 MB more than 8 (against 121.5 MiB there): the
+// collections that chased its live heap took analyze from 0.23 s to
+// 0.31-0.35 s. Since the chunks are of 256 KiB and the batches hold as
+// many events on any number of cores it holds 107 MiB live on 16 as on
+// 2, and is held to half on every number of cores (bench/RESULTS.md).
 const (
 	halfFrom     = 256 << 20
-	halfParts    = 4
 	outsideLimit = 16 << 20
 )
 
 // halves says whether a load of raw bytes is to be held under half its
 // size (limitNow).
-func halves(raw int64) bool {
-	return raw >= halfFrom && snapshot.DecodeParts(raw, 0) <= halfParts
-}
+func halves(raw int64) bool { return raw >= halfFrom }
 
 // limitNow is the memory limit for the snapshots loading (hold, afterGC):
 // heapFor's, or half the file where that is less (halves), but never

@@ -16,12 +16,25 @@ import (
 // tails' own memos at its peak.
 type frozenMemo struct {
 	n uint64
-	// hot is the first chunk's entries as they are: the keys, actions and
+	// hot is the first hotLen entries as they are: the keys, actions and
 	// frames that a trace entry reads are mostly among a file's first ids,
 	// and a tail reads one a dozen times an entry, each a load here
 	// instead of three in at.
 	hot    []uint32
-	chunks []frozenChunk // memoChunkLen ids each; the first is empty
+	chunks []frozenChunk // memoChunkLen ids each; those of hot are empty
+}
+
+// hotLen is how many of its first ids a frozen memo keeps as they are: 4
+// chunks, the first chunk's 2^18 ids of when chunks were 1 MiB.
+const (
+	hotChunks = 4
+	hotLen    = hotChunks * memoChunkLen
+)
+
+// newFrozenMemo returns the frozen memo of n entries, to be set chunk by
+// chunk.
+func newFrozenMemo(n uint64) *frozenMemo {
+	return &frozenMemo{n: n, hot: make([]uint32, min(n, hotLen)), chunks: make([]frozenChunk, (n+memoChunkLen-1)/memoChunkLen)}
 }
 
 type frozenChunk struct {
@@ -36,8 +49,8 @@ func placeholder(id uint64) uint32 { return uint32(KindForeign)<<payloadBits | u
 // A freezer packs the entries of one chunk as they come, in one pass
 // (Join translates each as it reads it from a walker's memo): a bit for a
 // placeholder, the value for anything else. Its scratch serves chunk
-// after chunk. The first chunk, which tails read most, it keeps as it is
-// (hot).
+// after chunk. The first chunks, which tails read most, it keeps as they
+// are (hot).
 type freezer struct {
 	lo      uint64 // the chunk's first id
 	n       int    // entries added
@@ -71,7 +84,7 @@ func (z *freezer) add(u uint32) {
 // set stores the chunk added into f.
 func (z *freezer) set(f *frozenMemo) {
 	if z.hot {
-		f.hot = slices.Clone(z.values)
+		copy(f.hot[z.lo:], z.values)
 		return
 	}
 	c := frozenChunk{foreign: z.foreign, before: make([]uint32, len(z.foreign)), values: slices.Clone(z.values)}
@@ -86,7 +99,7 @@ func (z *freezer) set(f *frozenMemo) {
 // set freezes us, the entries of chunk c (us may be reused after).
 func (f *frozenMemo) set(c int, us []uint32) {
 	var z freezer
-	z.reset(uint64(c)*memoChunkLen, len(us), c == 0)
+	z.reset(uint64(c)*memoChunkLen, len(us), c < hotChunks)
 	for _, u := range us {
 		z.add(u)
 	}

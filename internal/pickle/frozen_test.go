@@ -5,7 +5,7 @@ import "testing"
 // A frozen memo gives back every entry as it was packed: placeholders
 // (KindForeign with their own id) by a bit, anything else, a placeholder
 // for another id included, from its packed values; the first chunk's as
-// they are once set (Join's memo).
+// they are once set (Join's memo), and past them frozen.
 func TestFrozenMemo(t *testing.T) {
 	str := func(n uint32) uint32 { return uint32(KindString)<<payloadBits | n }
 	for _, tc := range []struct {
@@ -29,10 +29,16 @@ func TestFrozenMemo(t *testing.T) {
 			}
 			return uint32(KindInt)<<payloadBits | uint32(id%1000)
 		}, memoChunkLen - memoChunkLen/64},
+		{"past the hot chunks", hotLen + memoChunkLen + 5, func(id uint64) uint32 {
+			if id%3 == 0 {
+				return placeholder(id)
+			}
+			return uint32(KindInt)<<payloadBits | uint32(id%1000)
+		}, memoChunkLen - (memoChunkLen+2)/3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &frozenMemo{n: uint64(tc.n)}
-			set := &frozenMemo{n: uint64(tc.n), chunks: make([]frozenChunk, (tc.n+memoChunkLen-1)/memoChunkLen)}
+			set := newFrozenMemo(uint64(tc.n))
 			for lo := 0; lo < tc.n; lo += memoChunkLen {
 				us := make([]uint32, min(memoChunkLen, tc.n-lo))
 				for j := range us {
@@ -57,8 +63,11 @@ func TestFrozenMemo(t *testing.T) {
 					t.Fatalf("entry %d, set: %#x, want %#x", i, got, want)
 				}
 			}
-			if len(set.hot) != min(tc.n, memoChunkLen) {
-				t.Errorf("%d entries hot, want the first chunk's %d", len(set.hot), min(tc.n, memoChunkLen))
+			if len(set.hot) != min(tc.n, hotLen) {
+				t.Errorf("%d entries hot, want the first chunks' %d", len(set.hot), min(tc.n, hotLen))
+			}
+			if last := set.chunks[len(set.chunks)-1]; tc.n > hotLen && len(last.foreign) == 0 {
+				t.Errorf("the chunk past the hot ones is not frozen")
 			}
 			if got := len(f.chunks[0].values); got != tc.kept {
 				t.Errorf("first chunk keeps %d values, want %d", got, tc.kept)

@@ -81,10 +81,10 @@ func (m *memo) forkAt(n uint64) memo {
 	full := n >> memoChunkBits
 	f := memo{n: n, wide: slices.Clone(m.wide), shared: n, frozen: m.frozen}
 	if m.frozen != nil {
-		// Read from frozen, but for the first chunk: its hot entries.
+		// Read from frozen, but for the first chunks: its hot entries.
 		f.chunks = make([][]uint32, full, full+1)
-		if full > 0 {
-			f.chunks[0] = m.frozen.hot
+		for c := range min(full, hotChunks) {
+			f.chunks[c] = m.frozen.hot[c<<memoChunkBits : (c+1)<<memoChunkBits : (c+1)<<memoChunkBits]
 		}
 	} else {
 		f.chunks = slices.Clone(m.chunks[:full])
@@ -97,8 +97,8 @@ func (m *memo) forkAt(n uint64) memo {
 		switch {
 		case m.frozen == nil:
 			copy(own, m.chunks[full][:k])
-		case full == 0:
-			copy(own, m.frozen.hot[:k]) // read as the hot ones (view)
+		case full < hotChunks:
+			copy(own, m.frozen.hot[full<<memoChunkBits:][:k]) // read as the hot ones (view)
 		}
 		f.chunks = append(f.chunks, own)
 		f.chunkBytes = 4 * int64(cap(own))
@@ -107,11 +107,13 @@ func (m *memo) forkAt(n uint64) memo {
 }
 
 const (
-	// 1 MiB chunks: each part of a split decode leaves its last one partly
-	// empty, and each tail copies the one its fork starts in (forkAt), so
-	// on 16 cores 4 MiB chunks held 70 MB more at the decode's peak
-	// (snapshot/trace.go's eventChunkBits says what that cost).
-	memoChunkBits = 18
+	// 256 KiB chunks: each part of a split decode leaves its last one
+	// partly empty while it runs, and each tail copies the one its fork
+	// starts in (forkAt), so on 16 cores 4 MiB chunks held 70 MB more at
+	// the decode's peak (snapshot/trace.go's eventChunkBits says what that
+	// cost), and 1 MiB chunks some 10 MiB more than these on the 288 MB
+	// bench file (bench/RESULTS.md).
+	memoChunkBits = 16
 	memoChunkLen  = 1 << memoChunkBits
 	payloadBits   = 27
 	payloadMask   = 1<<payloadBits - 1
@@ -186,6 +188,26 @@ func (m *memo) countChunks() {
 		m.chunkBytes += 4 * int64(cap(c))
 	}
 }
+
+// trim cuts the room after the entries of the last chunk, where a tail's
+// memo is done growing (the head, which splices it, grows it again by
+// append if it must). Chunks with the shared ids are the head's or the
+// frozen memo's, and stay.
+func (m *memo) trim() {
+	k := len(m.chunks) - 1
+	if m.n <= m.shared || k < 0 || uint64(k) != (m.n-1)>>memoChunkBits {
+		return
+	}
+	if c := m.chunks[k]; cap(c)-len(c) >= trimMin {
+		m.chunks[k] = make([]uint32, len(c))
+		copy(m.chunks[k], c)
+		m.countChunks()
+	}
+}
+
+// trimMin is the least room trim cuts: a copy of a chunk for a few KiB
+// saves nothing.
+const trimMin = 4 << 10
 
 // frozenLen is how many ids from 0 on m.frozen holds.
 func (m *memo) frozenLen() uint64 {
