@@ -48,7 +48,7 @@ func (r *replayer) run(st stages) {
 		t.peaks[m] = Peak{Index: BeforeRecording, Bytes: t.Initial.get(Metric(m))}
 	}
 
-	batchLen := st.batchLen()
+	batchLen := st.batchLen(n)
 	empty := make(chan placedBatch, st.batches)
 	for range st.batches {
 		b := placedBatch{
@@ -143,9 +143,9 @@ type stages struct{ shards, unpackers, writers, batches int }
 // 2.31 s against 2.02 in the last; the builds with 4 had the new memory
 // limit too, which leaves that file's as it was); with 8 as long as with
 // 16 (dev VM, medians 2.63 and 2.62 s, 2.83 with 4). From 8 cores on
-// the batches hold half the events (batchLen): 16 of 8192 were the
-// analysis's peak on the 288 MB bench file (113-117 MiB live against
-// 107-108 with 4 or 8, bench/RESULTS.md).
+// the batches of a smaller trace hold fewer events (batchLen): 16 of
+// 8192 were the analysis's peak on the 288 MB bench file (113-117 MiB
+// live against 107-108 with 4 or 8, bench/RESULTS.md).
 func stagesOn(procs int) stages {
 	s := stages{shards: placerShards(procs), unpackers: 1, writers: 1, batches: min(2*max(procs, 4), maxPlacedBatches)}
 	if procs >= 8 {
@@ -156,17 +156,29 @@ func stagesOn(procs int) stages {
 
 // The matcher hands the placer, the placer the accountant and so on,
 // batches of events (about 110 bytes an event), at most stages.batches at
-// a time, which hold placedInFlight events in all: 8 batches of 8192 on 2
-// and 4 cores, 16 of 4096 from 8 cores on. 16 of 8192 held 7 MB more at
-// the peak of analyze of the 288 MB bench file on 16 cores, its decode
-// then the smaller (bench/RESULTS.md). placedBatchLen is the most a batch
-// holds, a variable for tests to cross batch boundaries with few events.
+// a time. They hold a 48th of the trace's events in all (inFlight), at
+// least 65536 and at most 131072: 8 batches of 8192 on 2 and 4 cores; 16
+// from 8 cores on, of 4293 for the 288 MB bench file and of 8192 for the
+// 996 MB one. On the GPU host's 16 cores 16 batches of 8192 took the 996
+// MB file's analyze 0.58-0.62 s, 16 of 4096 0.64-0.66 s, and the 288 MB
+// file's peaked at 145-146 thousand KiB against 137-140 with 4096, over
+// half its size, in the same time (bench/RESULTS.md). placedBatchLen is
+// the most a batch holds, a variable for tests to cross batch boundaries
+// with few events.
 var placedBatchLen = 1 << 13
 
-const placedInFlight = 1 << 16
+const (
+	inFlightShare = 48
+	minInFlight   = 1 << 16
+	maxInFlight   = 1 << 17
+)
 
-// batchLen is how many events a batch of s holds.
-func (s stages) batchLen() int { return min(placedBatchLen, max(1, placedInFlight/s.batches)) }
+// batchLen is how many events a batch of s holds, for a trace of n
+// events.
+func (s stages) batchLen(n int) int {
+	inFlight := min(max(n/inFlightShare, minInFlight), maxInFlight)
+	return min(placedBatchLen, max(1, inFlight/s.batches))
+}
 
 // maxPlacedBatches is the most batches in flight, on 8 cores or more.
 const maxPlacedBatches = 16

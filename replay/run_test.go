@@ -199,13 +199,23 @@ func TestScanRanges(t *testing.T) {
 	}
 }
 
-// The batches in flight hold placedInFlight events on any number of
-// cores, none more than placedBatchLen.
+// The batches in flight hold a share of the trace's events, between
+// minInFlight and maxInFlight, none more than placedBatchLen: 8 of 8192 on
+// 2 cores whatever the trace, 16 of 4096 to 8192 on 16.
 func TestStagesBatches(t *testing.T) {
-	for _, procs := range []int{1, 2, 4, 8, 16, 64} {
-		s := stagesOn(procs)
-		if n := s.batches * s.batchLen(); n != placedInFlight || s.batchLen() > placedBatchLen {
-			t.Errorf("%d cores: %d batches of %d events, want %d in all, at most %d a batch", procs, s.batches, s.batchLen(), placedInFlight, placedBatchLen)
+	for _, tc := range []struct{ procs, events, batches, batchLen int }{
+		{1, 1000, 8, 8192},
+		{2, 3_297_539, 8, 8192}, // the 288 MB bench file
+		{2, 11_400_000, 8, 8192},
+		{4, 0, 8, 8192},
+		{8, 1000, 16, 4096},
+		{16, 3_297_539, 16, 4293},
+		{16, 11_400_000, 16, 8192}, // the 996 MB bench file
+		{64, 100_000_000, 16, 8192},
+	} {
+		s := stagesOn(tc.procs)
+		if got := s.batchLen(tc.events); s.batches != tc.batches || got != tc.batchLen {
+			t.Errorf("%d cores, %d events: %d batches of %d events, want %d of %d", tc.procs, tc.events, s.batches, got, tc.batches, tc.batchLen)
 		}
 	}
 }
