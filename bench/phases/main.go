@@ -11,9 +11,10 @@
 // and the timeline (run side by side there) one after the other, each on
 // every core. -trace writes a runtime execution trace,
 // which shows how many cores each stage keeps busy (bench/tracecores
-// reads it).
+// reads it). -peakheap writes the heap profile of the collection that
+// left the most live: what a run holds at its peak, stage by stage.
 //
-//	go run ./bench/phases [-runs 3] [-only decode|analyze|findings] [-cpuprofile cpu.pb.gz] [-trace t.out] FILE
+//	go run ./bench/phases [-runs 3] [-only decode|analyze|findings] [-cpuprofile cpu.pb.gz] [-trace t.out] [-peakheap heap.pb.gz] FILE
 //	go tool pprof -top -tagfocus phase=replay cpu.pb.gz
 package main
 
@@ -43,9 +44,10 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of all phases to `FILE`")
 	only := flag.String("only", "", "run only the `decode` phase, or decode and analyze, or decode, replay and the findings' parts")
 	traceOut := flag.String("trace", "", "write a runtime execution trace to `FILE`")
+	peakHeapOut := flag.String("peakheap", "", "write the heap profile of the collection that left the most live to `FILE` (run with GOGC=5)")
 	flag.Parse()
 	if flag.NArg() != 1 || *only != "" && *only != "decode" && *only != "analyze" && *only != "findings" {
-		fmt.Fprintln(os.Stderr, "usage: phases [-runs N] [-only decode|analyze|findings] [-cpuprofile F] [-trace F] FILE")
+		fmt.Fprintln(os.Stderr, "usage: phases [-runs N] [-only decode|analyze|findings] [-cpuprofile F] [-trace F] [-peakheap F] FILE")
 		os.Exit(1)
 	}
 	path := flag.Arg(0)
@@ -60,6 +62,7 @@ func main() {
 	fmt.Println("|---:|---|---:|---:|---:|---:|")
 	defer record(*cpuprofile, pprof.StartCPUProfile, pprof.StopCPUProfile)()
 	defer record(*traceOut, trace.Start, trace.Stop)()
+	defer record(*peakHeapOut, startPeakHeap, stopPeakHeap)()
 	filter, _ := callsite.NewFilter("", "")
 	for r := 1; r <= *runs; r++ {
 		var sn *snapshot.Snapshot
