@@ -9,13 +9,15 @@ import (
 	"runtime/metrics"
 	"runtime/pprof"
 	"sync"
+
+	"github.com/vramscope/vramscope/internal/gcwatch"
 )
 
 // peakHeap keeps the heap profile of the collection that left the most
 // live (-peakheap): a profile at the end shows what is left, not what
-// made the peak. Each collection's end is told by a cleanup of an object
-// nothing holds; with GOGC=5 the collections come often enough to catch
-// a peak within a few MiB. The profile samples an allocation every 4 KiB.
+// made the peak. gcwatch tells of each collection's end; with GOGC=5 the
+// collections come often enough to catch a peak within a few MiB. The
+// profile samples an allocation every 4 KiB.
 type peakHeap struct {
 	mu   sync.Mutex
 	w    io.Writer
@@ -26,29 +28,20 @@ type peakHeap struct {
 
 var peak peakHeap
 
-// gcMark is what the collector frees to tell a collection's end: it
-// holds a pointer so that it is not allocated beside small objects whose
-// lives would delay its cleanup.
-type gcMark struct{ _ *byte }
-
 func startPeakHeap(w io.Writer) error {
 	runtime.MemProfileRate = 4 << 10
 	peak.w = w
-	peak.watch()
+	gcwatch.Each(peak.collected)
 	return nil
 }
 
-func (p *peakHeap) watch() {
-	runtime.AddCleanup(new(gcMark), func(p *peakHeap) { go p.collected() }, p)
-}
-
 // collected keeps the profile if the collection just ended left the most
-// live so far.
-func (p *peakHeap) collected() {
+// live so far, until the run stops.
+func (p *peakHeap) collected() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done {
-		return
+		return false
 	}
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s)
@@ -59,7 +52,7 @@ func (p *peakHeap) collected() {
 			fmt.Fprintln(os.Stderr, "peak heap profile:", err)
 		}
 	}
-	p.watch()
+	return true
 }
 
 func stopPeakHeap() {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/vramscope/vramscope/inputs"
+	"github.com/vramscope/vramscope/internal/gcwatch"
 	"github.com/vramscope/vramscope/internal/units"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -40,7 +40,7 @@ type memoryGate struct {
 	// without end, from the live heap at the last collection's end
 	// (afterGC): 0 until one ends while snapshots load.
 	floor    int64
-	watching bool // the collections' ends are watched (watchGC)
+	watching bool // the collections' ends are watched (gcwatch.Each)
 	// unsized counts the loads of unknown size (streams), for which no
 	// limit can be told: while one runs the gate sets none.
 	unsized int
@@ -189,7 +189,7 @@ func (g *memoryGate) hold(h gateHold, sign int64) {
 		debug.SetMemoryLimit(g.limitNow())
 		if !g.watching {
 			g.watching = true
-			watchGC(g)
+			gcwatch.Each(func() bool { return g.afterGC(collected()) })
 		}
 		if g.ownGC && !g.gcOff {
 			g.gcPercent = debug.SetGCPercent(-1)
@@ -269,22 +269,6 @@ func (g *memoryGate) afterGC(floor int64) bool {
 	}
 	return true
 }
-
-// watchGC tells g.afterGC of the next collection's end, and of each after
-// while it returns true: a cleanup runs once the collector has freed its
-// object, which nothing else holds.
-func watchGC(g *memoryGate) {
-	runtime.AddCleanup(new(gcWatch), func(g *memoryGate) {
-		if g.afterGC(collected()) {
-			watchGC(g)
-		}
-	}, g)
-}
-
-// gcWatch is what watchGC hands the collector: it holds a pointer so that
-// it is not allocated beside other small objects, whose lives would delay
-// its cleanup.
-type gcWatch struct{ _ *byte }
 
 // collected is the floor (floorFor) after the last collection, from the
 // runtime's metrics: the heap it left live, and the memory the runtime
