@@ -177,7 +177,7 @@ const (
 // events.
 func (s stages) batchLen(n int) int {
 	inFlight := min(max(n/inFlightShare, minInFlight), maxInFlight)
-	return min(placedBatchLen, max(1, inFlight/s.batches))
+	return min(placedBatchLen, inFlight/s.batches)
 }
 
 // maxPlacedBatches is the most batches in flight, on 8 cores or more.

@@ -194,10 +194,10 @@ func (m *memo) countChunks() {
 // append if it must). Chunks with the shared ids are the head's or the
 // frozen memo's, and stay.
 func (m *memo) trim() {
-	k := len(m.chunks) - 1
-	if m.n <= m.shared || k < 0 || uint64(k) != (m.n-1)>>memoChunkBits {
+	if m.n <= m.shared {
 		return
 	}
+	k := (m.n - 1) >> memoChunkBits
 	if c := m.chunks[k]; cap(c)-len(c) >= trimMin {
 		m.chunks[k] = make([]uint32, len(c))
 		copy(m.chunks[k], c)
