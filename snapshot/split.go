@@ -34,11 +34,11 @@ const (
 	partMin = 16 << 20
 )
 
-// DecodeParts is how many parts a raw file of size bytes is decoded in on
+// decodeParts is how many parts a raw file of size bytes is decoded in on
 // cores cores: one per core, each of at least partMin bytes. cores <= 0 is
 // every core the process may use (GOMAXPROCS, which Go derives from the
 // cgroup's CPU quota as well as the machine's cores since 1.25).
-func DecodeParts(size int64, cores int) int {
+func decodeParts(size int64, cores int) int {
 	if cores <= 0 {
 		cores = runtime.GOMAXPROCS(0)
 	}
@@ -144,12 +144,12 @@ func (p *part) endsAt(off int64) bool { return p.next >= 0 && off >= p.next }
 // goroutines.
 func ReadAt(r io.ReaderAt, size int64) (*Snapshot, error) { return readAt(r, size, 0) }
 
-// readAt is ReadAt on cores cores (DecodeParts).
+// readAt is ReadAt on cores cores (decodeParts).
 func readAt(r io.ReaderAt, size int64, cores int) (*Snapshot, error) {
 	magic := make([]byte, 4)
 	n, _ := quiet(r).ReadAt(magic, 0)
 	// With one core the tails' walk would only add work.
-	parts := DecodeParts(size, cores)
+	parts := decodeParts(size, cores)
 	if size < splitMin || Compressed(magic[:n]) || parts < 2 {
 		return Read(io.NewSectionReader(r, 0, size))
 	}
@@ -182,7 +182,7 @@ func ReadFile(f *os.File, size int64, cores int, progress func(off int64)) (*Sna
 func readFile(f *os.File, size int64, cores int, progress func(off int64), viaTemp bool) (*Snapshot, error) {
 	magic := make([]byte, 4)
 	n, _ := f.ReadAt(magic, 0)
-	parts := DecodeParts(size, cores)
+	parts := decodeParts(size, cores)
 	switch {
 	case Compressed(magic[:n]):
 		if viaTemp {

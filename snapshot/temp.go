@@ -65,7 +65,7 @@ func tempPays(magic []byte, est int64, cores int) bool {
 	if bytes.HasPrefix(magic, gzipMagic) {
 		parts = 8
 	}
-	return Compressed(magic) && est >= splitMin && DecodeParts(est, cores) >= parts
+	return Compressed(magic) && est >= splitMin && decodeParts(est, cores) >= parts
 }
 
 // decompressTemp decompresses the compressed file f of size bytes, whose

@@ -35,7 +35,7 @@ type memoryGate struct {
 	max     int64
 	heap    int64 // heapFor of the snapshots loading, with heapBase
 	raw     int64 // their raw bytes
-	halving int   // how many of them are held under half their size (halves)
+	halving int   // how many of them are held under half their size (halfFrom)
 	// floor is the least limit the collector keeps without running
 	// without end, from the live heap at the last collection's end
 	// (afterGC): 0 until one ends while snapshots load.
@@ -170,7 +170,7 @@ func (g *memoryGate) hold(h gateHold, sign int64) {
 	} else {
 		g.heap += sign * h.heap
 		g.raw += sign * h.raw
-		if halves(h.raw) {
+		if h.raw >= halfFrom {
 			g.halving += int(sign)
 		}
 	}
@@ -205,7 +205,7 @@ func (g *memoryGate) hold(h gateHold, sign int64) {
 // about 930 MiB that passes half of the file, which the live heap does
 // not from halfFrom on: about 0.38 bytes a byte plus 5 MiB (109 MiB for
 // the 288 MB bench file on 2 cores, whose limit was 157 MiB and RSS
-// 0.58-0.60 of the file). While a snapshot of that size loads (halves),
+// 0.58-0.60 of the file). While a snapshot of that size loads,
 // the limit is therefore half the raw bytes less outsideLimit, never
 // under what the last collection left (floorFor): at a limit nearer the
 // live heap the collector would run without end. That held the 288 MB
@@ -216,20 +216,16 @@ func (g *memoryGate) hold(h gateHold, sign int64) {
 // parts' memo and event chunks partly filled, their buffers, and the
 // replay's 16 batches 7 MB more than 8 (against 121.5 MiB there): the
 // collections that chased its live heap took analyze from 0.23 s to
-// 0.31-0.35 s. Since the chunks are of 256 KiB and the batches hold as
-// many events on any number of cores it holds 107 MiB live on 16 as on
-// 2, and is held to half on every number of cores (bench/RESULTS.md).
+// 0.31-0.35 s. Since the chunks are of 256 KiB and the replay's batches
+// are sized by the trace (replay/run.go) it holds 107 MiB live on 16 as
+// on 2, and is held to half on every number of cores (bench/RESULTS.md).
 const (
 	halfFrom     = 256 << 20
 	outsideLimit = 16 << 20
 )
 
-// halves says whether a load of raw bytes is to be held under half its
-// size (limitNow).
-func halves(raw int64) bool { return raw >= halfFrom }
-
 // limitNow is the memory limit for the snapshots loading (hold, afterGC):
-// heapFor's, or half the file where that is less (halves), but never
+// heapFor's, or half the file where that is less (halfFrom), but never
 // under the floor. A load can hold more live than heapFor says: a zstd
 // file written with a 128 MiB window (zstd --long) holds that window and
 // a copy while it is decompressed, and the 288 MB bench file so written

@@ -172,7 +172,7 @@ func TestMemoryGateHalfLimit(t *testing.T) {
 	runtime.GOMAXPROCS(16)
 	g.take(big)
 	if got, want := limit(), int64(150<<20-outsideLimit); got != want {
-		t.Errorf("a 300 MiB load in %d parts: limit %d, want half, %d", snapshot.DecodeParts(300<<20, 0), got, want)
+		t.Errorf("a 300 MiB load on 16 cores: limit %d, want half, %d", got, want)
 	}
 	g.release(big)
 }
