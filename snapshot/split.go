@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/trace"
+	"slices"
 	"sync/atomic"
 
 	"github.com/vramscope/vramscope/internal/pickle"
@@ -59,30 +60,39 @@ const walkCost = 0.4
 
 // balancedCuts makes the parts end together. The tails start once the
 // walkers are done, while the head decodes its part from the start, so
-// the head's part is the larger by what the head decodes meanwhile. The
-// head's part is walked in two stretches (decodeSplit), and with n parts
-// on n cores the n walkers and the head share the cores during the walk:
-// the head decodes, in decoding's time, walkCost times the slowest
-// stretch. With tails of P bytes and the head's part of P0 = headShare P,
-// stretch k starts at (k + headShare) size / (n - 1 + headShare).
-//   - With more than 2 parts the slowest stretch is a tail's, walked whole:
-//     P0 = P + walkCost P, headShare = 1 + walkCost.
-//   - With 2 the tail's walker stops at its first batch, and the slowest
-//     is a half of the head's own part: P0 = P + walkCost P0 / 2,
-//     headShare = 1 / (1 - walkCost/2), the cut at 1/1.8 of the file.
-//     Under the first rule 2 parts on 2 cores left the tail done 52-164 ms
-//     before the head, of a 1.1 s decode of the 996 MB bench file (dev VM,
-//     bench/RESULTS.md).
+// the head's part is the larger by what the head decodes meanwhile. With
+// tails of P bytes and the head's part of P0 = headShare P, stretch k
+// starts at (k + headShare) size / (n - 1 + headShare).
+//   - With more than 2 parts on as many cores, the n walkers and the head
+//     share them during the walk, and the slowest stretch is a tail's,
+//     walked whole: in decoding's time the head decodes walkCost P
+//     meanwhile, P0 = P + walkCost P.
+//   - With 2 the head decodes the first stretch of its part itself
+//     (headStretch) while one walker walks the rest on the other core, so
+//     the tail starts when the head is through its stretch: again P0 = P +
+//     walkCost P.
+//
+// So headShare = 1 + walkCost: with 2 parts the cut at 1.4/2.4 of the file.
 func balancedCuts(size int64, n int) []int64 {
 	headShare := 1 + walkCost
-	if n == 2 {
-		headShare = 1 / (1 - walkCost/2)
-	}
 	cuts := make([]int64, n-1)
 	for k := range cuts {
 		cuts[k] = int64(float64(size) * (float64(k) + headShare) / (float64(n-1) + headShare))
 	}
 	return cuts
+}
+
+// headStretch is where the head's part, which ends at cut, is cut in two
+// stretches. With more than 2 parts it is walked in halves, as large as
+// the tails' stretches, since the tails wait for the slowest walker. With
+// 2 the head decodes the first stretch itself, and one walker, on the
+// other core, walks the second in the time the head decodes the first:
+// walkCost (cut - s) = s.
+func headStretch(cut int64, n int) int64 {
+	if n == 2 {
+		return int64(float64(cut) * walkCost / (1 + walkCost))
+	}
+	return cut / 2
 }
 
 // foreignTag marks a tail's frame ids that stand for a memo entry of the
@@ -272,13 +282,12 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 	var starts []int64
 	tails := map[int64]bool{} // the stretches that start a tail, by start
 	if n >= 2 {
-		// The head's part, the largest, is walked in two stretches, as
-		// large as the others: the tails wait for the slowest walker. An
-		// error reading leaves the head alone to report it.
+		// The head's part, the largest, is in two stretches (headStretch).
+		// An error reading leaves the head alone to report it.
 		cuts := cut(size, n)
 		var at []int64
 		var err error
-		if proto, at, err = pickle.FramesNear(src.readerAt(), size, append([]int64{cuts[0] / 2}, cuts...)); err != nil {
+		if proto, at, err = pickle.FramesNear(src.readerAt(), size, append([]int64{headStretch(cuts[0], n)}, cuts...)); err != nil {
 			at = nil
 		}
 		for k, s := range at {
@@ -292,6 +301,7 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 		}
 	}
 	budget := new(pickle.SharedBudget) // all parts hold what one decoder may
+	var prefix chan stretchWalk        // with one tail, the first stretch's walk, which the head makes
 	parts := make(chan *part, len(starts))
 	first := make(chan int64, 1) // where the first tail may start
 	if ft := firstTail(starts, tails); ft < 0 {
@@ -308,6 +318,10 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 				to = starts[k]
 			}
 			walks[k] = make(chan stretchWalk, 1)
+			if k == 0 && n == 2 && len(starts) == 2 {
+				prefix = walks[0] // the head decodes it (below)
+				continue
+			}
 			found := func(int64) {}
 			if k > 0 && from == ft {
 				found = func(start int64) { first <- start }
@@ -321,6 +335,9 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 	// mapping, unmapped after) must outlive them.
 	var waiting *part
 	defer func() {
+		if prefix != nil {
+			prefix <- stretchWalk{start: -1} // the head stopped first: no tail
+		}
 		if waiting != nil {
 			<-waiting.done
 		}
@@ -331,6 +348,16 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 	b := newBuilder()
 	dec := src.decoder(b)
 	dec.ShareBudget(budget)
+	if prefix != nil {
+		// The first stretch is the head's: its memo there is that
+		// stretch's walk.
+		at, err := dec.DecodeTo(starts[0])
+		if err != nil {
+			return nil, 0, fmt.Errorf("decoding snapshot: %w", err)
+		}
+		prefix <- b.prefixWalk(dec, at)
+		prefix = nil
+	}
 	// While the walkers walk, the head decodes up to where the first tail
 	// may start.
 	if start := <-first; start > 0 {
@@ -397,6 +424,23 @@ type stretchWalk struct {
 	strings  int
 	whole    bool  // walked to the stretch's end
 	from     int64 // where the stretch starts
+}
+
+// prefixWalk is the walk of the first stretch that the head, dec, made by
+// decoding it, if at says it stopped where the second starts: its memo and
+// the strings interned so far.
+func (b *builder) prefixWalk(dec *pickle.Decoder, at bool) stretchWalk {
+	w := stretchWalk{start: -1}
+	if !at {
+		return w
+	}
+	d, err := dec.Prefix()
+	if err != nil {
+		return w
+	}
+	w.d, w.b, w.whole = d, newBuilder(), true
+	w.b.sn.strings = slices.Clone(b.sn.strings)
+	return w
 }
 
 // walkStretch walks the stretch of src from from to to, telling found

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -33,7 +34,8 @@ import (
 // numbers its entries from 0, since the stretches before are walked at the
 // same time. Join then numbers them all, one stretch after the other, and
 // each tail starts from as much of that memo as was stored before its MARK
-// (Fork).
+// (Fork). With one tail the head decodes the first stretch itself, and its
+// memo there stands for that stretch's walk (Prefix).
 //
 // Anything a walker does not expect (protocol 0 text opcodes, explicit
 // memo ids in a stretch, a memo entry that copies another, opcodes the
@@ -79,6 +81,49 @@ func (d *Decoder) Walk(from int64) (int64, error) {
 func (d *Decoder) Stretch(off int64, proto int) {
 	d.base, d.proto = off, proto
 	d.walk = &walk{last: -1, stretch: true, blind: true}
+}
+
+// Prefix returns, for Join, the walker of the first stretch of a split
+// stream when d, the head, decoded it: from the start to where d stands.
+// With one tail the head decodes the start of its part while a single
+// walker walks the rest (snapshot's decodeSplit), so d's memo stands for
+// that stretch's walk. The walker holds a copy, since d's later decoding
+// rewrites a container's entries as it closes, with each container a
+// placeholder of its id, as a walk stores one. It shares d's budget.
+func (d *Decoder) Prefix() (*Decoder, error) {
+	m := &d.memo
+	if d.walk != nil || d.part != nil || m.sparse != nil || m.frozen != nil || len(m.tails) > 0 {
+		return nil, ErrNoSplit
+	}
+	w := &Decoder{lim: d.lim, proto: d.proto, shared: d.shared, stop: -1, walk: &walk{last: -1}}
+	w.memo = memo{n: m.n, wide: slices.Clone(m.wide)}
+	for lo := uint64(0); lo < m.n; lo += memoChunkLen {
+		us := m.chunks[lo>>memoChunkBits][:min(memoChunkLen, m.n-lo)]
+		c := make([]uint32, len(us))
+		for i, u := range us {
+			if m.container(u) {
+				u = placeholder(lo + uint64(i))
+			}
+			c[i] = u
+		}
+		w.memo.chunks = append(w.memo.chunks, c)
+		w.memo.chunkBytes += 4 * int64(len(c))
+	}
+	if w.shared != nil {
+		w.shared.report(w, w.memo.bytes())
+	}
+	return w, nil
+}
+
+// container reports whether the packed entry u holds a container: an open
+// one, or a value of the sink's.
+func (m *memo) container(u uint32) bool {
+	pk := u >> payloadBits
+	if pk == packedWide {
+		k := m.wide[u&payloadMask].Kind
+		return k == KindRef || k >= KindUser
+	}
+	return pk == uint32(KindRef) || pk >= packedUser
 }
 
 // AtEnd reports whether d has read its whole input.

@@ -480,6 +480,49 @@ func TestStretchesJoin(t *testing.T) {
 	}
 }
 
+// Where the head stands, its memo is what a walk of the stream up to there
+// stores (Prefix): the same entries, the same strings, the open list a
+// placeholder of its id, which stays one when the head goes on and closes
+// the list. A walker is no head to take a prefix of.
+func TestPrefix(t *testing.T) {
+	raw, frames := framedList(5000, 1024)
+	at := frames[len(frames)/2]
+	hs := newTreeSink()
+	head := NewDecoder(bytes.NewReader(raw), hs, DefaultLimits)
+	if reached, err := head.DecodeTo(at); !reached || err != nil {
+		t.Fatalf("DecodeTo(%d) = %v, %v", at, reached, err)
+	}
+	p, err := head.Prefix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := &internSink{ids: map[string]uint64{}}
+	walk := NewDecoder(bytes.NewReader(raw[:at]), ws, DefaultLimits)
+	if _, err := walk.Walk(math.MaxInt64); !errors.Is(err, ErrNoSplit) || !walk.AtEnd() {
+		t.Fatalf("walking to %d: %v", at, err)
+	}
+	if p.Memoized() != walk.Memoized() || p.Memoized() < 2000 {
+		t.Fatalf("the prefix holds %d entries, the walk %d", p.Memoized(), walk.Memoized())
+	}
+	if _, err := head.Decode(); err != nil {
+		t.Fatal(err)
+	}
+	for id := range walk.Memoized() {
+		want, _ := walk.MemoValue(id)
+		got, _ := p.MemoValue(id)
+		same := got.Kind == want.Kind && (got.Kind == KindString && hs.strs[got.N] == ws.strings[want.N] || got.Kind != KindString && got.N == want.N)
+		if !same {
+			t.Fatalf("memo id %d: prefix %v, walk %v", id, got, want)
+		}
+	}
+	if v, _ := p.MemoValue(0); v.Kind != KindForeign || v.N != 0 {
+		t.Errorf("the list's entry: %v, want its placeholder", v)
+	}
+	if _, err := walk.Prefix(); !errors.Is(err, ErrNoSplit) {
+		t.Errorf("a walker's prefix: %v, want ErrNoSplit", err)
+	}
+}
+
 // A stretch that starts at a MEMOIZE cannot know what it stores, and one
 // that stores at an explicit id cannot number it: both end the walk.
 func TestStretchRefuses(t *testing.T) {
