@@ -439,14 +439,7 @@ func TestStretchesJoin(t *testing.T) {
 	if j.Memoized() != whole.Memoized() || first[0] != 0 {
 		t.Fatalf("joined memo holds %d entries from %v, the whole walk's %d", j.Memoized(), first, whole.Memoized())
 	}
-	for id := range whole.Memoized() {
-		want, _ := whole.MemoValue(id)
-		got, _ := j.MemoValue(id)
-		same := got.Kind == want.Kind && (got.Kind == KindString && joined.strs[got.N] == ref.strs[want.N] || got.Kind != KindString && got.N == want.N)
-		if !same {
-			t.Fatalf("memo id %d: joined %v, whole walk %v", id, got, want)
-		}
-	}
+	sameMemo(t, "joined", j, joined.strs, whole, ref.strs)
 
 	// The second stretch's tail, forked from the join and from a walk from
 	// the start, decodes the same items.
@@ -480,6 +473,19 @@ func TestStretchesJoin(t *testing.T) {
 	}
 }
 
+// sameMemo fails the test unless got's memo holds want's entries: the
+// same values, strings by their text (gotStrs and wantStrs).
+func sameMemo(t *testing.T, what string, got *Decoder, gotStrs []string, want *Decoder, wantStrs []string) {
+	t.Helper()
+	for id := range want.Memoized() {
+		w, _ := want.MemoValue(id)
+		g, _ := got.MemoValue(id)
+		if g.Kind != w.Kind || g.Kind == KindString && gotStrs[g.N] != wantStrs[w.N] || g.Kind != KindString && g.N != w.N {
+			t.Fatalf("memo id %d: %s %v, walk %v", id, what, g, w)
+		}
+	}
+}
+
 // Where the head stands, its memo is what a walk of the stream up to there
 // stores (Prefix): the same entries, the same strings, the open list a
 // placeholder of its id, which stays one when the head goes on and closes
@@ -507,14 +513,7 @@ func TestPrefix(t *testing.T) {
 	if _, err := head.Decode(); err != nil {
 		t.Fatal(err)
 	}
-	for id := range walk.Memoized() {
-		want, _ := walk.MemoValue(id)
-		got, _ := p.MemoValue(id)
-		same := got.Kind == want.Kind && (got.Kind == KindString && hs.strs[got.N] == ws.strings[want.N] || got.Kind != KindString && got.N == want.N)
-		if !same {
-			t.Fatalf("memo id %d: prefix %v, walk %v", id, got, want)
-		}
-	}
+	sameMemo(t, "prefix", p, hs.strs, walk, ws.strings)
 	if v, _ := p.MemoValue(0); v.Kind != KindForeign || v.N != 0 {
 		t.Errorf("the list's entry: %v, want its placeholder", v)
 	}
