@@ -54,8 +54,10 @@ type splitCuts func(size int64, n int) []int64
 // core (callgrind: 320 M against 1,044 M instructions for the first 29 MB
 // of a grown bench file), 0.45 measured with two cores sharing a memory
 // bus. The walk has been about 20% faster since its commonest opcodes
-// skip the table (pickle.scanFast); 0.3 and 0.35 here decoded the 996 MB
-// bench file on 2 cores no faster than 0.4 (6 runs each).
+// skip the table (pickle.scanFast). On the GPU host a 2-core decode of
+// the 996 MB bench file walked 0.41 of decoding's time a byte in a fast
+// lease and 0.35 in a slow one, and the parts ended within 50 ms of each
+// other with 0.4 (bench/RESULTS.md, 2026-12-03).
 const walkCost = 0.4
 
 // balancedCuts makes the parts end together. The tails start once the
