@@ -36,8 +36,7 @@ func RawSize(r io.ReaderAt, size int64) int64 {
 			return unwrap(int64(binary.LittleEndian.Uint32(trailer[:])), size, near)
 		}
 	case bytes.HasPrefix(head, zstdMagic):
-		var h zstd.Header
-		if h.Decode(head) == nil && h.HasFCS && h.FrameContentSize > 0 {
+		if h, ok := zstdHeader(head); ok && h.HasFCS && h.FrameContentSize > 0 {
 			return int64(min(h.FrameContentSize, 1<<62))
 		}
 		if n := sampledSize(r, size, head); n > 0 {
@@ -45,6 +44,30 @@ func RawSize(r io.ReaderAt, size int64) int64 {
 		}
 	}
 	return 10 * size
+}
+
+// zstdHeader is the header of the zstd frame that head, a stream's first
+// bytes, starts with.
+func zstdHeader(head []byte) (zstd.Header, bool) {
+	var h zstd.Header
+	return h, bytes.HasPrefix(head, zstdMagic) && h.Decode(head) == nil
+}
+
+// zstdWindow is how much of the content a decoder of the zstd stream in
+// the first bytes of r keeps while it decompresses: its first frame's
+// window, or the frame's content where the frame is one segment; 0 for
+// any other stream.
+func zstdWindow(r io.ReaderAt) int64 {
+	head := make([]byte, zstd.HeaderMaxSize)
+	n, _ := r.ReadAt(head, 0)
+	h, ok := zstdHeader(head[:n])
+	switch {
+	case !ok:
+		return 0
+	case h.SingleSegment:
+		return int64(min(h.FrameContentSize, 1<<62))
+	}
+	return int64(min(h.WindowSize, 1<<62))
 }
 
 // wrapMin is the smallest gzip file whose content can pass 4 GiB at the

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -86,6 +87,31 @@ func TestRawSize(t *testing.T) {
 		got, want := RawSize(f, size), int64(len(tc.raw))
 		if d := float64(got-want) / float64(want); d > tc.tolerance || d < -tc.tolerance {
 			t.Errorf("%s: %d, want %d (within %.0f%%)", tc.name, got, want, 100*tc.tolerance)
+		}
+	}
+}
+
+// zstdWindow reads a frame's window from the headers the zstd tool (1.5.4)
+// wrote for bench files, or the content's size where the frame is one
+// segment; nothing for another stream.
+func TestZstdWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name, head string // the file's first bytes, in hex
+		want       int64
+	}{
+		{"--long=27 of 288 MB", "28b52ffd8488540231113497016a48014d51", 128 << 20},
+		{"the default level of 288 MB", "28b52ffd8458560d613b4497012a45b94b51", 2 << 20},
+		{"--long=27 of 52 MB: one segment", "28b52ffda4a2fe20033497016a48014d5110", 52_493_986},
+		{"gzip", "1f8b0800000000000000", 0},
+		{"a raw pickle", "80049500000000000000", 0},
+		{"a damaged zstd header", "28b52ffd", 0},
+	} {
+		head, err := hex.DecodeString(tc.head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := zstdWindow(bytes.NewReader(head)); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/vramscope/vramscope/internal/tempfile"
@@ -27,12 +28,13 @@ import (
 // told half the compressed bytes read while they are decompressed, then
 // the other half in step with the decoders.
 func readDecompressed(f *os.File, size int64, magic []byte, cores int, progress func(off int64)) (sn *Snapshot, ok bool) {
-	if !tempPays(magic, math.MaxInt64, cores) {
-		return nil, false // too few cores for any size: no estimate needed
+	window := zstdWindow(f)
+	if window <= splitMin/wideShare && !tempPays(magic, math.MaxInt64, 0, cores) {
+		return nil, false // too few cores for any size, a narrow window: no estimate needed
 	}
 	est := RawSize(f, size)
 	dir := os.TempDir()
-	if !tempPays(magic, est, cores) || est > tempfile.Room(dir) {
+	if !tempPays(magic, est, window, cores) || est > tempfile.Room(dir) {
 		return nil, false
 	}
 	var half func(off int64)
@@ -44,6 +46,11 @@ func readDecompressed(f *os.File, size int64, magic []byte, cores int, progress 
 		return nil, false
 	}
 	defer tf.Close()
+	// The decompressor's window is garbage now. Collected before the
+	// decode, its pages hold the decode's first allocations instead of
+	// lying beside them: analyze of a 288 MB file as `zstd --long=27` (a
+	// 128 MiB window) peaked at 169 MB without this, 2-core dev VM.
+	debug.FreeOSMemory()
 	var decoded func(off int64)
 	if progress != nil {
 		decoded = func(off int64) { progress(size/2 + int64(float64(size-size/2)*float64(off)/float64(raw))) }
@@ -53,20 +60,34 @@ func readDecompressed(f *os.File, size int64, magic []byte, cores int, progress 
 }
 
 // tempPays reports whether a compressed file (magic says gzip or zstd)
-// of est raw bytes decodes sooner by way of a temporary file on cores
-// cores. It takes the decompression, then the decode in parts: on the
-// 16-core GPU host, analyze of the 996 MB bench file took 2.1-2.3 s that
-// way against 5.2-5.8 s as a zstd stream, 2.8-3.0 s against 3.6-4.0 s
+// of est raw bytes, whose decompressor keeps window bytes of it (zstd's
+// window), decodes sooner or in less memory by way of a temporary file on
+// cores cores. It takes the decompression, then the decode in parts: on
+// the 16-core GPU host, analyze of the 996 MB bench file took 2.1-2.3 s
+// that way against 5.2-5.8 s as a zstd stream, 2.8-3.0 s against 3.6-4.0 s
 // gzipped; on 4 cores 3.4-3.9 s against 5.4-5.6 s for zstd, but as long
 // for gzip (3.9-4.4 s against 3.7-4.3 s), whose decompression is the
-// slower: it goes by way of a file from 8 parts on, zstd from 4.
-func tempPays(magic []byte, est int64, cores int) bool {
+// slower: it goes by way of a file from 8 parts on, zstd from 4, or with
+// a wide window (wideShare) on any number of cores.
+func tempPays(magic []byte, est, window int64, cores int) bool {
 	parts := 4
 	if bytes.HasPrefix(magic, gzipMagic) {
 		parts = 8
 	}
-	return Compressed(magic) && est >= splitMin && decodeParts(est, cores) >= parts
+	return Compressed(magic) && est >= splitMin && (decodeParts(est, cores) >= parts || window > est/wideShare)
 }
+
+// wideShare: a zstd window over 1/wideShare of the content is wide. A
+// stream's decoder holds its window beside what the decode builds, about
+// a third of the content: analyze of bench files compressed with `zstd
+// --long=27` (a 128 MiB window) as streams peaked at 0.85x the content
+// (288 MB), 0.57x (603 MB) and 0.48x (996 MB), on 2 cores of the dev VM.
+// By way of a temporary file the window is let go before the decode
+// starts: 0.53x (the window alone, as it decompresses), 0.47x and 0.48x.
+// That costs the file's writing (there 2.75-3.6 s became 3.6-4.6 s for
+// the 603 MB file, and 4.7-5.0 s would have been 7.8-9.5 s for the 996 MB
+// one), so narrower windows stay streams.
+const wideShare = 6
 
 // decompressTemp decompresses the compressed file f of size bytes, whose
 // content is estimated at est bytes, into a new temporary file in dir, and

@@ -11,30 +11,37 @@ import (
 )
 
 // A compressed file goes by way of a temporary file where its content is
-// big enough for the parts that pay: 8 for gzip, 4 for zstd.
+// big enough for the parts that pay, 8 for gzip and 4 for zstd, or its
+// zstd window passes a sixth of it.
 func TestTempPays(t *testing.T) {
 	gz, zst, raw := gzipMagic, zstdMagic, []byte{0x80, 4, 0x95, 0}
-	const gb = 1 << 30
+	const gb, mb = 1 << 30, 1 << 20
 	for _, tc := range []struct {
-		name  string
-		magic []byte
-		est   int64
-		cores int
-		want  bool
+		name   string
+		magic  []byte
+		est    int64
+		window int64
+		cores  int
+		want   bool
 	}{
-		{"gzip, 16 cores", gz, gb, 16, true},
-		{"gzip, 8 cores", gz, gb, 8, true},
-		{"gzip, 4 cores", gz, gb, 4, false},
-		{"zstd, 4 cores", zst, gb, 4, true},
-		{"zstd, 2 cores", zst, gb, 2, false},
-		{"gzip of 100 MB: 6 parts", gz, 100 << 20, 16, false},
-		{"zstd of 100 MB: 6 parts", zst, 100 << 20, 16, true},
-		{"below the split's minimum", zst, splitMin - 1, 16, false},
-		{"a raw pickle", raw, gb, 16, false},
-		{"any size, 16 cores", zst, math.MaxInt64, 16, true},
-		{"any size, 2 cores", gz, math.MaxInt64, 2, false},
+		{"gzip, 16 cores", gz, gb, 0, 16, true},
+		{"gzip, 8 cores", gz, gb, 0, 8, true},
+		{"gzip, 4 cores", gz, gb, 0, 4, false},
+		{"zstd, 4 cores", zst, gb, 2 * mb, 4, true},
+		{"zstd, 2 cores", zst, gb, 2 * mb, 2, false},
+		{"zstd --long=27 of 600 MB, 2 cores", zst, 600 * mb, 128 * mb, 2, true},
+		{"zstd --long=27 of 300 MB, 1 core", zst, 300 * mb, 128 * mb, 1, true},
+		{"zstd --long=27 of 1 GB, 2 cores", zst, gb, 128 * mb, 2, false},
+		{"a window of a sixth", zst, 6 * 128 * mb, 128 * mb, 2, false},
+		{"a wide window, a small file", zst, splitMin - 1, 128 * mb, 2, false},
+		{"gzip of 100 MB: 6 parts", gz, 100 << 20, 0, 16, false},
+		{"zstd of 100 MB: 6 parts", zst, 100 << 20, 2 * mb, 16, true},
+		{"below the split's minimum", zst, splitMin - 1, 2 * mb, 16, false},
+		{"a raw pickle", raw, gb, 0, 16, false},
+		{"any size, 16 cores", zst, math.MaxInt64, 0, 16, true},
+		{"any size, 2 cores", gz, math.MaxInt64, 0, 2, false},
 	} {
-		if got := tempPays(tc.magic, tc.est, tc.cores); got != tc.want {
+		if got := tempPays(tc.magic, tc.est, tc.window, tc.cores); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
