@@ -46,10 +46,10 @@ func readDecompressed(f *os.File, size int64, magic []byte, cores int, progress 
 		return nil, false
 	}
 	defer tf.Close()
-	// The decompressor's window is garbage now. Collected before the
-	// decode, its pages hold the decode's first allocations instead of
-	// lying beside them: analyze of a 288 MB file as `zstd --long=27` (a
-	// 128 MiB window) peaked at 169 MB without this, 2-core dev VM.
+	// The decompressor's window is garbage now. Let go before the decode,
+	// it does not lie beside the decode's heap: analyze of a 288 MB file
+	// as `zstd --long=27` (a 128 MiB window) peaked at 174 MB without this
+	// and at 158 MB with it, while it decompresses (2-core dev VM).
 	debug.FreeOSMemory()
 	var decoded func(off int64)
 	if progress != nil {
@@ -80,10 +80,10 @@ func tempPays(magic []byte, est, window int64, cores int) bool {
 // wideShare: a zstd window over 1/wideShare of the content is wide. A
 // stream's decoder holds its window beside what the decode builds, about
 // a third of the content: analyze of bench files compressed with `zstd
-// --long=27` (a 128 MiB window) as streams peaked at 0.85x the content
-// (288 MB), 0.57x (603 MB) and 0.48x (996 MB), on 2 cores of the dev VM.
+// --long=27` (a 128 MiB window) as streams peaked at 0.87x the content
+// (288 MB), 0.58x (603 MB) and 0.49x (996 MB), on 2 cores of the dev VM.
 // By way of a temporary file the window is let go before the decode
-// starts: 0.53x (the window alone, as it decompresses), 0.47x and 0.48x.
+// starts: 0.55x (the window alone, as it decompresses), 0.48x and 0.49x.
 // That costs the file's writing (there 2.75-3.6 s became 3.6-4.6 s for
 // the 603 MB file, and 4.7-5.0 s would have been 7.8-9.5 s for the 996 MB
 // one), so narrower windows stay streams.
