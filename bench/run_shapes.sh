@@ -11,18 +11,20 @@
 #   deep_small  kv_generate: transformers generate() with a KV cache, Python
 #               stacks of 17.5 frames, blocks of 8 KiB (median)
 #   compressed  the python shape, gzip -1 (decoded as a stream, one core)
+#   zstd_long   the python shape, zstd -3 --long=27: a 128 MiB window, which
+#               a stream's decoder holds beside the decode (needs the zstd tool)
 #   piped       the python shape on standard input, through a pipe (copied
 #               into a temporary file, then decoded in parts)
 #
 #   bench/run_shapes.sh
-# Environment: SHAPES (all five), SIZE_MB (1000), CORES ('2 16'), RUNS (3),
+# Environment: SHAPES (all six), SIZE_MB (1000), CORES ('2 16'), RUNS (3),
 # PY_CORES ('16'; Python is not timed on the compressed and piped shapes), VS, PYTHON,
 # as in bench/run_cores.sh. Output: a run_cores.sh table per shape.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 OUT=$PWD/bench/out
 mkdir -p "$OUT"
-SHAPES=${SHAPES:-python cpp deep_small compressed piped}
+SHAPES=${SHAPES:-python cpp deep_small compressed zstd_long piped}
 SIZE_MB=${SIZE_MB:-1000}
 PYTHON=${PYTHON:-python3}
 export CORES=${CORES:-2 16} RUNS=${RUNS:-3} PYTHON
@@ -34,7 +36,7 @@ export VS
 
 seed() {
   case $1 in
-  python | compressed | piped) echo testdata/scenarios/out/bench_source/bench_source.pickle.gz ;;
+  python | compressed | zstd_long | piped) echo testdata/scenarios/out/bench_source/bench_source.pickle.gz ;;
   cpp) echo testdata/breakdown/out/llama_train.pickle.gz ;;
   deep_small) echo testdata/breakdown/out/kv_generate.pickle.gz ;;
   *) return 1 ;;
@@ -59,10 +61,15 @@ for shape in $SHAPES; do
   f=$(grown "$shape")
   echo
   echo "## shape $shape: $(basename "$f")"
-  if [ "$shape" = compressed ]; then
-    [ -f "$f.gz" ] || gzip -1 -c "$f" >"$f.gz"
-    echo "gzip -1: $(stat -c %s "$f.gz") bytes"
-    RAW_SIZE=$(stat -c %s "$f") FILE=$f.gz PY_CORES= bash bench/run_cores.sh
+  if [ "$shape" = compressed ] || [ "$shape" = zstd_long ]; then
+    z=$f.gz make=(gzip -1 -c "$f")
+    if [ "$shape" = zstd_long ]; then
+      command -v zstd >/dev/null || { echo "skipped: no zstd tool"; continue; }
+      z=$f.long27.zst make=(zstd -q -3 --long=27 -c "$f")
+    fi
+    [ -f "$z" ] || "${make[@]}" >"$z"
+    echo "${make[*]:0:${#make[@]}-2}: $(stat -c %s "$z") bytes"
+    RAW_SIZE=$(stat -L -c %s "$f") FILE=$z PY_CORES= bash bench/run_cores.sh
   elif [ "$shape" = piped ]; then
     STDIN=1 FILE=$f PY_CORES= bash bench/run_cores.sh
   else
