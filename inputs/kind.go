@@ -3,15 +3,14 @@ package inputs
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"io"
 	"os"
 
-	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/vramscope/vramscope/memlog"
 	"github.com/vramscope/vramscope/pools"
 	"github.com/vramscope/vramscope/pools/ledger"
+	"github.com/vramscope/vramscope/snapshot"
 )
 
 // Kind is what a file holds, judged by its first bytes.
@@ -43,10 +42,12 @@ func (k Kind) String() string {
 	return "other"
 }
 
-var (
-	gzipMagic = []byte{0x1f, 0x8b}
-	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
-)
+// sniffWindow is the widest zstd window KindOf decompresses a stream's
+// first bytes with. The decoder reserves the whole window first (see
+// snapshot.MaxWindow): `zstd --long=27` writes 128 MiB, and sniffing an
+// input should not cost that. Up to 8 MiB are zstd's windows at every
+// level of the zstd tool but --long and --ultra.
+const sniffWindow = 8 << 20
 
 // pickleProto is the PROTO opcode that starts every pickle of protocol 2 or
 // later; torch writes protocol 2 (C++) or 4-5 (Python). Protocol 0 and 1
@@ -62,34 +63,27 @@ func isPickleHeader(b []byte) bool {
 
 // KindOf classifies the stream r from its first bytes. A compressed stream
 // counts as a snapshot only if it decompresses to a pickle header, so
-// memory.csv.gz stays Other.
+// memory.csv.gz stays Other; but for a zstd stream whose window is wider
+// than sniffWindow, which is left to the snapshot reader to judge.
 func KindOf(r io.Reader) (Kind, error) {
 	br := bufio.NewReader(r)
-	head, err := br.Peek(4)
+	head, err := br.Peek(zstd.HeaderMaxSize)
 	if err != nil && err != io.EOF {
 		return Other, err
 	}
-	var inner io.Reader
 	switch {
 	case isPickleHeader(head):
 		return Snapshot, nil
-	case bytes.HasPrefix(head, gzipMagic):
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return Other, nil // gzip magic but not a gzip header
-		}
-		defer zr.Close()
-		inner = zr
-	case bytes.HasPrefix(head, zstdMagic):
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
-		if err != nil {
-			return Other, fmt.Errorf("opening zstd stream: %w", err)
-		}
-		defer zr.Close()
-		inner = zr
-	default:
+	case !snapshot.Compressed(head):
 		return Other, nil
+	case snapshot.ZstdWindow(head) > sniffWindow:
+		return Snapshot, nil
 	}
+	inner, _, err := snapshot.Decompress(br, head, sniffWindow)
+	if err != nil {
+		return Other, nil // the magic, but not a stream's header
+	}
+	defer inner.Close()
 	var b [2]byte
 	if _, err := io.ReadFull(inner, b[:]); err != nil {
 		return Other, nil // corrupt or empty compressed stream

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand"
 	"os"
@@ -149,6 +150,89 @@ func TestCorrupted(t *testing.T) {
 				bad[rng.Intn(len(bad))] = byte(rng.Intn(256))
 			}
 			Decode(bytes.NewReader(bad)) // must return
+		}
+	}
+}
+
+// zstdFrame is a zstd frame holding content in raw blocks, which declares
+// a window of 2^windowLog bytes, or with windowLog 0 is one segment that
+// claims a content of claim bytes.
+func zstdFrame(windowLog int, claim uint64, content []byte) []byte {
+	f := []byte{0x28, 0xb5, 0x2f, 0xfd}
+	if windowLog > 0 {
+		f = append(f, 0, byte(windowLog-10)<<3)
+	} else {
+		f = append(f, 0xe0) // one segment, an 8-byte content size
+		f = binary.LittleEndian.AppendUint64(f, claim)
+	}
+	for len(content) > 0 {
+		n := min(len(content), 1<<17)
+		last := 0
+		if n == len(content) {
+			last = 1
+		}
+		h := uint32(n)<<3 | uint32(last) // a raw block
+		f = append(f, byte(h), byte(h>>8), byte(h>>16))
+		f = append(f, content[:n]...)
+		content = content[n:]
+	}
+	return f
+}
+
+// A zstd frame's window is reserved as the frame starts, so it is read
+// only up to what a file of its size could fill (MaxWindow), and a wider
+// one is refused by name before anything is reserved; a stream of unknown
+// size may have 512 MiB. train.pickle is 15 kB.
+func TestZstdWindowBound(t *testing.T) {
+	raw := readRaw(t, "testdata/format/train.pickle")
+	want, err := Read(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name             string
+		frame            []byte
+		atErr, streamErr string // through ReadAt (the file's size known) and Read
+	}{
+		{"128 MiB", zstdFrame(27, 0, raw), "", ""},
+		{"256 MiB", zstdFrame(28, 0, raw), "window, 256 MiB, is wider than the 128 MiB", ""},
+		{"1 GiB", zstdFrame(30, 0, raw), "window, 1024 MiB, is wider than the 128 MiB", "window, 1024 MiB, is wider than the 512 MiB"},
+		{"one segment claiming 2 GiB", zstdFrame(0, 2<<30-1, raw), "window, 2047 MiB, is wider than the 128 MiB", "window, 2047 MiB, is wider than the 512 MiB"},
+	} {
+		for _, read := range []struct {
+			how  string
+			want string
+			read func() (*Snapshot, error)
+		}{
+			{"ReadAt", tc.atErr, func() (*Snapshot, error) { return ReadAt(bytes.NewReader(tc.frame), int64(len(tc.frame))) }},
+			{"Read", tc.streamErr, func() (*Snapshot, error) { return Read(bytes.NewReader(tc.frame)) }},
+		} {
+			sn, err := read.read()
+			switch {
+			case read.want == "" && err != nil:
+				t.Errorf("%s, %s: %v", tc.name, read.how, err)
+			case read.want == "" && !sameSnapshot(sn, want):
+				t.Errorf("%s, %s: another snapshot than the raw file's", tc.name, read.how)
+			case read.want != "" && (err == nil || !strings.Contains(err.Error(), read.want)):
+				t.Errorf("%s, %s: err = %v, want it to say %q", tc.name, read.how, err, read.want)
+			}
+		}
+	}
+}
+
+// MaxWindow allows 256 bytes of window a byte of the file, between 128 MiB
+// and 2 GiB, and 512 MiB to a stream of unknown size.
+func TestMaxWindow(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct{ size, want int64 }{
+		{-1, 512 * mib},
+		{15_000, 128 * mib},
+		{mib, 256 * mib},
+		{4 * mib, 1024 * mib},
+		{45 * mib, 2048 * mib},
+	} {
+		if got := MaxWindow(tc.size); got != tc.want {
+			t.Errorf("MaxWindow(%d) = %d MiB, want %d MiB", tc.size, got/mib, tc.want/mib)
 		}
 	}
 }

@@ -53,14 +53,12 @@ func zstdHeader(head []byte) (zstd.Header, bool) {
 	return h, bytes.HasPrefix(head, zstdMagic) && h.Decode(head) == nil
 }
 
-// zstdWindow is how much of the content a decoder of the zstd stream in
-// the first bytes of r keeps while it decompresses: its first frame's
-// window, or the frame's content where the frame is one segment; 0 for
-// any other stream.
-func zstdWindow(r io.ReaderAt) int64 {
-	head := make([]byte, zstd.HeaderMaxSize)
-	n, _ := r.ReadAt(head, 0)
-	h, ok := zstdHeader(head[:n])
+// ZstdWindow is how much of the content a decoder of the zstd stream
+// that starts with head (zstd.HeaderMaxSize bytes, or all there are)
+// keeps while it decompresses: its first frame's window, or the frame's
+// content where the frame is one segment; 0 for any other stream.
+func ZstdWindow(head []byte) int64 {
+	h, ok := zstdHeader(head)
 	switch {
 	case !ok:
 		return 0
@@ -91,9 +89,9 @@ const sampleBytes = 4 << 20
 // zstd, as magic says) in the first size bytes of r from how much its
 // first sampleBytes decompress to (at most 64 times as much); 0 if they
 // cannot be decompressed.
-func sampledSize(r io.ReaderAt, size int64, magic []byte) int64 {
+func sampledSize(r io.ReaderAt, size int64, head []byte) int64 {
 	in := min(size, sampleBytes)
-	zr, _, err := decompressor(io.NewSectionReader(r, 0, in), magic)
+	zr, _, err := Decompress(io.NewSectionReader(r, 0, in), head, MaxWindow(size))
 	if err != nil {
 		return 0
 	}

@@ -91,7 +91,7 @@ func TestRawSize(t *testing.T) {
 	}
 }
 
-// zstdWindow reads a frame's window from the headers the zstd tool (1.5.4)
+// ZstdWindow reads a frame's window from the headers the zstd tool (1.5.4)
 // wrote for bench files, or the content's size where the frame is one
 // segment; nothing for another stream.
 func TestZstdWindow(t *testing.T) {
@@ -110,7 +110,7 @@ func TestZstdWindow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := zstdWindow(bytes.NewReader(head)); got != tc.want {
+		if got := ZstdWindow(head); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
 		}
 	}

@@ -163,7 +163,7 @@ func readAt(r io.ReaderAt, size int64, cores int) (*Snapshot, error) {
 	// With one core the tails' walk would only add work.
 	parts := decodeParts(size, cores)
 	if size < splitMin || Compressed(magic[:n]) || parts < 2 {
-		return Read(io.NewSectionReader(r, 0, size))
+		return readStream(io.NewSectionReader(r, 0, size), size)
 	}
 	sn, _, err := decodeSplit(atSource{r, size}, parts, balancedCuts)
 	return sn, err

@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/vramscope/vramscope/internal/tempfile"
 )
 
@@ -28,7 +30,9 @@ import (
 // told half the compressed bytes read while they are decompressed, then
 // the other half in step with the decoders.
 func readDecompressed(f *os.File, size int64, magic []byte, cores int, progress func(off int64)) (sn *Snapshot, ok bool) {
-	window := zstdWindow(f)
+	head := make([]byte, zstd.HeaderMaxSize)
+	n, _ := f.ReadAt(head, 0)
+	window := ZstdWindow(head[:n])
 	if window <= splitMin/wideShare && !tempPays(magic, math.MaxInt64, 0, cores) {
 		return nil, false // too few cores for any size, a narrow window: no estimate needed
 	}
@@ -112,9 +116,9 @@ func decompressTemp(f *os.File, size, est int64, dir string, progress func(off i
 	if progress != nil {
 		in = progressReaderAt{f, progress, new(atomic.Int64)}
 	}
-	magic := make([]byte, 4)
-	n, _ := f.ReadAt(magic, 0)
-	zr, _, err := decompressor(io.NewSectionReader(in, 0, size), magic[:n])
+	head := make([]byte, zstd.HeaderMaxSize)
+	n, _ := f.ReadAt(head, 0)
+	zr, _, err := Decompress(io.NewSectionReader(in, 0, size), head[:n], MaxWindow(size))
 	if err != nil {
 		return nil, 0, false
 	}
