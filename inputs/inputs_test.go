@@ -41,6 +41,10 @@ func zstded(t *testing.T, b []byte) []byte {
 
 func TestKindOf(t *testing.T) {
 	csv := []byte("timestamp,memory_allocated,memory_reserved\n1,2,3\n")
+	pzstd, err := os.ReadFile("../snapshot/testdata/redump/train.pzstd.pickle.zst")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		data []byte
@@ -54,6 +58,7 @@ func TestKindOf(t *testing.T) {
 		{"csv", csv, Other},
 		{"gzip csv", gzipped(t, csv), Other},
 		{"zstd csv", zstded(t, csv), Other},
+		{"pzstd pickle: a skippable frame first", pzstd, Snapshot},
 		// The header `zstd --long=27` wrote for the 288 MB bench file, and
 		// nothing more: a 128 MiB window is not reserved to sniff it.
 		{"zstd --long=27 header", []byte{0x28, 0xb5, 0x2f, 0xfd, 0x84, 0x88, 0x54, 0x02, 0x31, 0x11, 0x34, 0x97, 0x01, 0x6a, 0x48, 0x01, 0x4d, 0x51}, Snapshot},

@@ -380,6 +380,7 @@ func TestProtocolsAndCompression(t *testing.T) {
 	})
 	for _, c := range []struct{ file, fixture string }{
 		{"redump/train.pickle.zst", "train.pickle"},
+		{"redump/train.pzstd.pickle.zst", "train.pickle"}, // pzstd 1.5.4: a skippable frame first
 		{"redump/ring.pickle.gz", "ring.pickle"},
 	} {
 		t.Run(c.file, func(t *testing.T) {

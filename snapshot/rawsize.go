@@ -35,7 +35,7 @@ func RawSize(r io.ReaderAt, size int64) int64 {
 			}
 			return unwrap(int64(binary.LittleEndian.Uint32(trailer[:])), size, near)
 		}
-	case bytes.HasPrefix(head, zstdMagic):
+	case isZstd(head):
 		if h, ok := zstdHeader(head); ok && h.HasFCS && h.FrameContentSize > 0 {
 			return int64(min(h.FrameContentSize, 1<<62))
 		}

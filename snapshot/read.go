@@ -109,8 +109,14 @@ func pickleStart(b []byte) bool {
 var gzipMagic, zstdMagic = []byte{0x1f, 0x8b}, []byte{0x28, 0xb5, 0x2f, 0xfd}
 
 // Compressed reports whether a stream starting with magic is gzip or zstd.
-func Compressed(magic []byte) bool {
-	return bytes.HasPrefix(magic, gzipMagic) || bytes.HasPrefix(magic, zstdMagic)
+func Compressed(magic []byte) bool { return bytes.HasPrefix(magic, gzipMagic) || isZstd(magic) }
+
+// isZstd reports whether a stream starting with magic is zstd: a frame, or
+// a skippable frame (magic 0x184D2A50 to 0x184D2A5F), which pzstd writes
+// before each of its frames and the zstd tool skips.
+func isZstd(magic []byte) bool {
+	return bytes.HasPrefix(magic, zstdMagic) ||
+		len(magic) >= 4 && magic[0]&0xf0 == 0x50 && magic[1] == 0x2a && magic[2] == 0x4d && magic[3] == 0x18
 }
 
 func decodeAhead(r io.Reader) (*Snapshot, error) {
