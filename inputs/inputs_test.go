@@ -79,6 +79,27 @@ func TestKindOf(t *testing.T) {
 	}
 }
 
+// The first bytes that xz 5.4.1, bzip2 1.0.8, lz4 1.9.4 and zip 3.0 wrote for
+// train.pickle name their compression; a text that starts like bzip2's, and
+// the compressions vramscope reads, name none.
+func TestForeignCompression(t *testing.T) {
+	for _, tc := range []struct{ head, want string }{
+		{"\xfd7zXZ\x00\x00\x04", "xz"},
+		{"BZh91AY&SY", "bzip2"},
+		{"\x04\x22\x4d\x18\x64\x40\xa7\x6e", "lz4"},
+		{"PK\x03\x04\x14\x00\x00\x00", "zip"},
+		{"BZh is not a header", ""},
+		{"\x1f\x8b\x08\x00", ""},
+		{"\x28\xb5\x2f\xfd", ""},
+		{"\x80\x04\x95", ""},
+		{"", ""},
+	} {
+		if got, _ := ForeignCompression([]byte(tc.head)); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.head, got, tc.want)
+		}
+	}
+}
+
 // writeTree creates files under dir; a name ending in / is a directory.
 func writeTree(t *testing.T, dir string, files map[string][]byte) {
 	t.Helper()

@@ -94,6 +94,29 @@ func KindOf(r io.Reader) (Kind, error) {
 	return Other, nil
 }
 
+// foreign are the compressions vramscope does not read, by the magic their
+// streams start with, and the command that undoes each.
+var foreign = []struct{ magic, name, undo string }{
+	{"\xfd7zXZ\x00", "xz", "xz -d"},
+	{"BZh", "bzip2", "bzip2 -d"},
+	{"\x04\x22\x4d\x18", "lz4", "lz4 -d"},
+	{"PK\x03\x04", "zip", "unzip"},
+	{"7z\xbc\xaf\x27\x1c", "7z", "7z x"},
+	{"\x89LZO\x00", "lzop", "lzop -d"},
+}
+
+// ForeignCompression names the compression of a stream that starts with
+// head where vramscope does not read it (xz, bzip2, lz4, zip, 7z, lzop),
+// and the command that undoes it; "" for any other stream.
+func ForeignCompression(head []byte) (name, undo string) {
+	for _, f := range foreign {
+		if bytes.HasPrefix(head, []byte(f.magic)) && (f.name != "bzip2" || len(head) > 3 && head[3] >= '1' && head[3] <= '9') {
+			return f.name, f.undo
+		}
+	}
+	return "", ""
+}
+
 // KindOfFile is KindOf for the file at path.
 func KindOfFile(path string) (Kind, error) {
 	f, err := os.Open(path)

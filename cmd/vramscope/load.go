@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -78,6 +79,28 @@ const sniffBytes = 64 << 10
 // header.
 var errNotSnapshot = errors.New("not a PyTorch memory snapshot: no pickle, gzip or zstd header")
 
+// notRead is err, said of an input that starts with head, with what to do
+// where head says the input is compressed in a way vramscope does not read.
+func notRead(err error, head []byte) error {
+	if name, undo := inputs.ForeignCompression(head); name != "" {
+		return fmt.Errorf("%w: it is %s-compressed, which vramscope does not read: decompress it first (%s), or compress it with zstd or gzip", err, name, undo)
+	}
+	return err
+}
+
+// fileHead is the first bytes of the file at path; nil if it cannot be
+// read.
+func fileHead(path string) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	head := make([]byte, 16)
+	n, _ := io.ReadFull(f, head)
+	return head[:n]
+}
+
 // load reads and decodes one input, with a progress bar on stderr for
 // large files, on cores goroutines at most (0: every core).
 func load(in inputs.Input, stderr io.Writer, cores int) (*snapshot.Snapshot, error) {
@@ -119,7 +142,7 @@ func load(in inputs.Input, stderr io.Writer, cores int) (*snapshot.Snapshot, err
 	if err != nil {
 		// A compressed stream's error already says what it holds.
 		if kind, _ := inputs.KindOf(bytes.NewReader(head)); kind != inputs.Snapshot && !snapshot.Compressed(head) {
-			return nil, fmt.Errorf("%w (it starts with %q)", errNotSnapshot, head[:min(len(head), 16)])
+			return nil, notRead(fmt.Errorf("%w (it starts with %q)", errNotSnapshot, head[:min(len(head), 16)]), head)
 		}
 		if size := r.Size(); size >= 0 {
 			// Tells a truncated copy (all bytes read) from damage inside.

@@ -131,6 +131,7 @@ func TestExitCodes(t *testing.T) {
 	csv := write("memory_log.csv", []byte("timestamp,memory_allocated,memory_reserved\n"))
 	truncated := write("truncated.pickle", pickle[:len(pickle)/2])
 	empty := write("empty.pickle", nil)
+	xz := write("snapshot.pickle.xz", []byte("\xfd7zXZ\x00\x00\x04\xe6\xd6\xb4F")) // the start of xz 5.4.1's output
 	logs := filepath.Join(dir, "logs")
 	if err := os.Mkdir(logs, 0o755); err != nil {
 		t.Fatal(err)
@@ -152,6 +153,8 @@ func TestExitCodes(t *testing.T) {
 			csv + `: not a PyTorch memory snapshot: no pickle, gzip or zstd header (it starts with "timestamp,memory")`},
 		{"truncated", []string{"stats", truncated}, exitInputError, "", truncated + ": decoding snapshot:"},
 		{"empty", []string{"stats", empty}, exitInputError, "", empty + ": empty file"},
+		{"xz", []string{"stats", xz}, exitInputError, "", "it is xz-compressed, which vramscope does not read: decompress it first (xz -d)"},
+		{"xz, analyze", []string{"analyze", xz}, exitInputError, "verdict: none", "not a snapshot, memory-log CSV, memory_summary dump, OOM message, serving log or pool ledger: it is xz-compressed"},
 		{"good and bad: the good one is still reported", []string{"stats", good, csv}, exitInputError,
 			"reserved", "1 of 2 inputs could not be read"},
 		{"directory without snapshots", []string{"stats", logs}, exitInputError, "", logs + ": no snapshots in this directory (other files: 1)"},
