@@ -1,6 +1,7 @@
 package inputs
 
 import (
+	"archive/tar"
 	"bytes"
 	"io"
 	"os"
@@ -80,21 +81,30 @@ func TestKindOf(t *testing.T) {
 }
 
 // The first bytes that xz 5.4.1, bzip2 1.0.8, lz4 1.9.4 and zip 3.0 wrote for
-// train.pickle name their compression; a text that starts like bzip2's, and
-// the compressions vramscope reads, name none.
-func TestForeignCompression(t *testing.T) {
+// train.pickle name their compression, and a tar header says it is one; a
+// text that starts like bzip2's, and the compressions vramscope reads, name
+// none.
+func TestForeign(t *testing.T) {
+	var tarred bytes.Buffer
+	tw := tar.NewWriter(&tarred)
+	if err := tw.WriteHeader(&tar.Header{Name: "step2/actor_rank0.pickle", Mode: 0o644, Size: 3}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write([]byte{0x80, 4, '.'})
+	tw.Close()
 	for _, tc := range []struct{ head, want string }{
-		{"\xfd7zXZ\x00\x00\x04", "xz"},
-		{"BZh91AY&SY", "bzip2"},
-		{"\x04\x22\x4d\x18\x64\x40\xa7\x6e", "lz4"},
-		{"PK\x03\x04\x14\x00\x00\x00", "zip"},
+		{tarred.String(), "a tar archive"},
+		{"\xfd7zXZ\x00\x00\x04", "xz-compressed"},
+		{"BZh91AY&SY", "bzip2-compressed"},
+		{"\x04\x22\x4d\x18\x64\x40\xa7\x6e", "lz4-compressed"},
+		{"PK\x03\x04\x14\x00\x00\x00", "zip-compressed"},
 		{"BZh is not a header", ""},
 		{"\x1f\x8b\x08\x00", ""},
 		{"\x28\xb5\x2f\xfd", ""},
 		{"\x80\x04\x95", ""},
 		{"", ""},
 	} {
-		if got, _ := ForeignCompression([]byte(tc.head)); got != tc.want {
+		if got, _ := Foreign([]byte(tc.head)); got != tc.want {
 			t.Errorf("%q: %q, want %q", tc.head, got, tc.want)
 		}
 	}

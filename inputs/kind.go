@@ -105,16 +105,45 @@ var foreign = []struct{ magic, name, undo string }{
 	{"\x89LZO\x00", "lzop", "lzop -d"},
 }
 
-// ForeignCompression names the compression of a stream that starts with
-// head where vramscope does not read it (xz, bzip2, lz4, zip, 7z, lzop),
-// and the command that undoes it; "" for any other stream.
-func ForeignCompression(head []byte) (name, undo string) {
+// Foreign says what a stream that starts with head is where vramscope does
+// not read it (xz, bzip2, lz4, zip, 7z or lzop compressed; a tar archive),
+// and what to do about it; "" for any other stream.
+func Foreign(head []byte) (what, do string) {
+	if snapshot.IsTar(head) {
+		return "a tar archive", "extract it (tar xf) and analyze the folder"
+	}
 	for _, f := range foreign {
 		if bytes.HasPrefix(head, []byte(f.magic)) && (f.name != "bzip2" || len(head) > 3 && head[3] >= '1' && head[3] <= '9') {
-			return f.name, f.undo
+			return f.name + "-compressed", "decompress it first (" + f.undo + "), or compress it with zstd or gzip"
 		}
 	}
 	return "", ""
+}
+
+// ContentHead is the first 512 bytes of what the file at path holds,
+// decompressed where it is a gzip or zstd stream (through a window of at
+// most sniffWindow); nil if it cannot be read. It tells what a file that
+// no reader took is (Foreign): a tar.gz of dumps is a tar archive.
+func ContentHead(path string) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	head, _ := br.Peek(zstd.HeaderMaxSize)
+	var r io.Reader = br
+	if snapshot.Compressed(head) && snapshot.ZstdWindow(head) <= sniffWindow {
+		zr, _, err := snapshot.Decompress(br, head, sniffWindow)
+		if err != nil {
+			return nil
+		}
+		defer zr.Close()
+		r = zr
+	}
+	b := make([]byte, 512)
+	n, _ := io.ReadFull(r, b)
+	return b[:n]
 }
 
 // KindOfFile is KindOf for the file at path.

@@ -83,18 +83,28 @@ func MaxWindow(size int64) int64 {
 // compressed size, and not with what the content claims.
 func decodeCompressed(format string, zr io.Reader) (*Snapshot, error) {
 	br := bufio.NewReaderSize(zr, 1<<16)
-	peek, _ := br.Peek(16)
+	peek, _ := br.Peek(tarHead)
 	head := append([]byte(nil), peek...)
 	sn, err := decodeAhead(br)
 	var pe *pickle.Error
 	switch {
 	case err == nil:
 		return sn, nil
+	case errors.As(err, &pe) && pe.Offset == 0 && IsTar(head):
+		return nil, fmt.Errorf("a %s stream of a tar archive, which vramscope does not read: extract it (tar xf) and analyze the folder", format)
 	case errors.As(err, &pe) && pe.Offset == 0 && !pickleStart(head):
-		return nil, fmt.Errorf("a %s stream whose content is not a pickle (it starts with %q): %w", format, head, err)
+		return nil, fmt.Errorf("a %s stream whose content is not a pickle (it starts with %q): %w", format, head[:min(len(head), 16)], err)
 	}
 	return nil, fmt.Errorf("in the content of a %s stream (offsets count decompressed bytes): %w", format, err)
 }
+
+// IsTar reports whether b, a stream's first tarHead bytes, starts a tar
+// archive: POSIX and GNU tar write "ustar" at offset 257 of its first
+// header.
+func IsTar(b []byte) bool { return len(b) >= tarHead && string(b[257:262]) == "ustar" }
+
+// tarHead is how much of a stream IsTar needs.
+const tarHead = 262
 
 // pickleStart reports whether b can start a pickle: with PROTO (protocols
 // 2-5) or, without a header, with an opcode that protocols 0 and 1 begin

@@ -91,7 +91,7 @@ func loadAllWith(ctx context.Context, stderr io.Writer, args []string, a *analyz
 		case err != nil:
 			report(in, err)
 		case !ok:
-			report(in, notRead(errNotAnalyzable, fileHead(in.Path)))
+			report(in, notRead(errNotAnalyzable, inputs.ContentHead(in.Path)))
 		}
 	}
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -80,25 +79,13 @@ const sniffBytes = 64 << 10
 var errNotSnapshot = errors.New("not a PyTorch memory snapshot: no pickle, gzip or zstd header")
 
 // notRead is err, said of an input that starts with head, with what to do
-// where head says the input is compressed in a way vramscope does not read.
+// where head says the input is of a kind vramscope does not read
+// (inputs.Foreign).
 func notRead(err error, head []byte) error {
-	if name, undo := inputs.ForeignCompression(head); name != "" {
-		return fmt.Errorf("%w: it is %s-compressed, which vramscope does not read: decompress it first (%s), or compress it with zstd or gzip", err, name, undo)
+	if what, do := inputs.Foreign(head); what != "" {
+		return fmt.Errorf("%w: it is %s, which vramscope does not read: %s", err, what, do)
 	}
 	return err
-}
-
-// fileHead is the first bytes of the file at path; nil if it cannot be
-// read.
-func fileHead(path string) []byte {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	head := make([]byte, 16)
-	n, _ := io.ReadFull(f, head)
-	return head[:n]
 }
 
 // load reads and decodes one input, with a progress bar on stderr for

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"flag"
 	"os"
@@ -131,6 +133,14 @@ func TestExitCodes(t *testing.T) {
 	csv := write("memory_log.csv", []byte("timestamp,memory_allocated,memory_reserved\n"))
 	truncated := write("truncated.pickle", pickle[:len(pickle)/2])
 	empty := write("empty.pickle", nil)
+	var tarred bytes.Buffer
+	zw := gzip.NewWriter(&tarred)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: "step2/actor_rank0.pickle", Mode: 0o644, Size: int64(len(pickle))})
+	tw.Write(pickle)
+	tw.Close()
+	zw.Close()
+	targz := write("dumps.tar.gz", tarred.Bytes())
 	xz := write("snapshot.pickle.xz", []byte("\xfd7zXZ\x00\x00\x04\xe6\xd6\xb4F")) // the start of xz 5.4.1's output
 	logs := filepath.Join(dir, "logs")
 	if err := os.Mkdir(logs, 0o755); err != nil {
@@ -154,6 +164,8 @@ func TestExitCodes(t *testing.T) {
 		{"truncated", []string{"stats", truncated}, exitInputError, "", truncated + ": decoding snapshot:"},
 		{"empty", []string{"stats", empty}, exitInputError, "", empty + ": empty file"},
 		{"xz", []string{"stats", xz}, exitInputError, "", "it is xz-compressed, which vramscope does not read: decompress it first (xz -d)"},
+		{"tar.gz", []string{"stats", targz}, exitInputError, "", targz + ": a gzip stream of a tar archive, which vramscope does not read: extract it (tar xf) and analyze the folder"},
+		{"tar.gz, analyze", []string{"analyze", targz}, exitInputError, "verdict: none", "it is a tar archive, which vramscope does not read: extract it (tar xf)"},
 		{"xz, analyze", []string{"analyze", xz}, exitInputError, "verdict: none", "not a snapshot, memory-log CSV, memory_summary dump, OOM message, serving log or pool ledger: it is xz-compressed"},
 		{"good and bad: the good one is still reported", []string{"stats", good, csv}, exitInputError,
 			"reserved", "1 of 2 inputs could not be read"},
