@@ -62,13 +62,13 @@ for shape in $SHAPES; do
   echo
   echo "## shape $shape: $(basename "$f")"
   if [ "$shape" = compressed ] || [ "$shape" = zstd_long ]; then
-    z=$f.gz make=(gzip -1 -c "$f")
+    z=$f.gz tool=(gzip -1)
     if [ "$shape" = zstd_long ]; then
       command -v zstd >/dev/null || { echo "skipped: no zstd tool"; continue; }
-      z=$f.long27.zst make=(zstd -q -3 --long=27 -c "$f")
+      z=$f.long27.zst tool=(zstd -q -3 --long=27)
     fi
-    [ -f "$z" ] || "${make[@]}" >"$z"
-    echo "${make[*]:0:${#make[@]}-2}: $(stat -c %s "$z") bytes"
+    [ -f "$z" ] || "${tool[@]}" -c "$f" >"$z"
+    echo "${tool[*]}: $(stat -c %s "$z") bytes"
     RAW_SIZE=$(stat -L -c %s "$f") FILE=$z PY_CORES= bash bench/run_cores.sh
   elif [ "$shape" = piped ]; then
     STDIN=1 FILE=$f PY_CORES= bash bench/run_cores.sh

@@ -3,6 +3,7 @@ package inputs
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"os"
 
@@ -76,14 +77,15 @@ func KindOf(r io.Reader) (Kind, error) {
 		return Snapshot, nil
 	case !snapshot.Compressed(head):
 		return Other, nil
-	case snapshot.ZstdWindow(head) > sniffWindow:
-		return Snapshot, nil
 	}
-	inner, _, err := snapshot.Decompress(br, head, sniffWindow)
-	if err != nil {
+	inner, done, err := decompressed(br)
+	switch {
+	case errors.Is(err, errWideWindow):
+		return Snapshot, nil
+	case err != nil:
 		return Other, nil // the magic, but not a stream's header
 	}
-	defer inner.Close()
+	defer done()
 	var b [2]byte
 	if _, err := io.ReadFull(inner, b[:]); err != nil {
 		return Other, nil // corrupt or empty compressed stream
@@ -92,6 +94,30 @@ func KindOf(r io.Reader) (Kind, error) {
 		return Snapshot, nil
 	}
 	return Other, nil
+}
+
+// errWideWindow says a zstd stream's window is wider than sniffWindow.
+var errWideWindow = errors.New("a zstd window wider than the sniff's")
+
+// decompressed is what the stream in br holds: br itself or, for a gzip or
+// zstd stream, its decompression through a window of at most sniffWindow
+// (errWideWindow for a wider one). done lets the decompressor go.
+func decompressed(br *bufio.Reader) (r io.Reader, done func(), err error) {
+	head, err := br.Peek(zstd.HeaderMaxSize)
+	if err != nil && err != io.EOF {
+		return nil, nil, err
+	}
+	switch {
+	case !snapshot.Compressed(head):
+		return br, func() {}, nil
+	case snapshot.ZstdWindow(head) > sniffWindow:
+		return nil, nil, errWideWindow
+	}
+	zr, _, err := snapshot.Decompress(br, head, sniffWindow)
+	if err != nil {
+		return nil, nil, err
+	}
+	return zr, func() { zr.Close() }, nil
 }
 
 // foreign are the compressions vramscope does not read, by the magic their
@@ -121,26 +147,20 @@ func Foreign(head []byte) (what, do string) {
 }
 
 // ContentHead is the first 512 bytes of what the file at path holds,
-// decompressed where it is a gzip or zstd stream (through a window of at
-// most sniffWindow); nil if it cannot be read. It tells what a file that
-// no reader took is (Foreign): a tar.gz of dumps is a tar archive.
+// decompressed where it is a gzip or zstd stream (decompressed); nil if it
+// cannot be read. It tells what a file that no reader took is (Foreign):
+// a tar.gz of dumps is a tar archive.
 func ContentHead(path string) []byte {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	br := bufio.NewReader(f)
-	head, _ := br.Peek(zstd.HeaderMaxSize)
-	var r io.Reader = br
-	if snapshot.Compressed(head) && snapshot.ZstdWindow(head) <= sniffWindow {
-		zr, _, err := snapshot.Decompress(br, head, sniffWindow)
-		if err != nil {
-			return nil
-		}
-		defer zr.Close()
-		r = zr
+	r, done, err := decompressed(bufio.NewReader(f))
+	if err != nil {
+		return nil
 	}
+	defer done()
 	b := make([]byte, 512)
 	n, _ := io.ReadFull(r, b)
 	return b[:n]

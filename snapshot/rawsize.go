@@ -20,9 +20,7 @@ import (
 // 10x this took before (gzip: 4), in 6.6-6.9 s instead of about 5 (2-core
 // dev VM).
 func RawSize(r io.ReaderAt, size int64) int64 {
-	head := make([]byte, zstd.HeaderMaxSize)
-	n, _ := r.ReadAt(head, 0)
-	head = head[:n]
+	head := streamHead(r)
 	switch {
 	case !Compressed(head):
 		return size
@@ -44,6 +42,15 @@ func RawSize(r io.ReaderAt, size int64) int64 {
 		}
 	}
 	return 10 * size
+}
+
+// streamHead is the first bytes of the stream r holds, as many as a zstd
+// frame's header may take (zstd.HeaderMaxSize) or all there are: enough to
+// tell raw from gzip and zstd, and a zstd frame's window and size.
+func streamHead(r io.ReaderAt) []byte {
+	head := make([]byte, zstd.HeaderMaxSize)
+	n, _ := r.ReadAt(head, 0)
+	return head[:n]
 }
 
 // zstdHeader is the header of the zstd frame that head, a stream's first

@@ -49,7 +49,7 @@ func Decompress(r io.Reader, head []byte, maxWindow int64) (io.ReadCloser, strin
 	if w := ZstdWindow(head); w > maxWindow {
 		return nil, "", fmt.Errorf("a zstd stream whose window, %d MiB, is wider than the %d MiB read of a stream this size (compress it with a smaller --long)", w>>20, maxWindow>>20)
 	}
-	zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(uint64(max(maxWindow, zstd.MinWindowSize))))
+	zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(uint64(maxWindow)))
 	if err != nil {
 		return nil, "", fmt.Errorf("opening zstd stream: %w", err)
 	}

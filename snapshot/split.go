@@ -192,13 +192,12 @@ func ReadFile(f *os.File, size int64, cores int, progress func(off int64)) (*Sna
 // readFile is ReadFile, which goes by way of a temporary file only if
 // viaTemp: the temporary file's own content is decoded as it is.
 func readFile(f *os.File, size int64, cores int, progress func(off int64), viaTemp bool) (*Snapshot, error) {
-	magic := make([]byte, 4)
-	n, _ := f.ReadAt(magic, 0)
+	head := streamHead(f)
 	parts := decodeParts(size, cores)
 	switch {
-	case Compressed(magic[:n]):
+	case Compressed(head):
 		if viaTemp {
-			if sn, ok := readDecompressed(f, size, magic[:n], cores, progress); ok {
+			if sn, ok := readDecompressed(f, size, head, cores, progress); ok {
 				return sn, nil
 			}
 		}

@@ -8,8 +8,6 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/vramscope/vramscope/internal/tempfile"
 )
 
@@ -22,30 +20,31 @@ import (
 // process's memory, and the decoders let its pages go as they pass them.
 
 // readDecompressed decodes the compressed file f of size bytes, which
-// starts with magic, by way of a temporary file of its content in
+// starts with head (streamHead), by way of a temporary file of its content in
 // os.TempDir ($TMPDIR), on cores goroutines, where that pays (tempPays)
 // and the directory has room (tempfile.Room). ok is false where it does not, or
 // where anything failed: the caller then decodes the stream, which reports
 // any error in the content as a stream's error. progress, if not nil, is
 // told half the compressed bytes read while they are decompressed, then
 // the other half in step with the decoders.
-func readDecompressed(f *os.File, size int64, magic []byte, cores int, progress func(off int64)) (sn *Snapshot, ok bool) {
-	head := make([]byte, zstd.HeaderMaxSize)
-	n, _ := f.ReadAt(head, 0)
-	window := ZstdWindow(head[:n])
-	if window <= splitMin/wideShare && !tempPays(magic, math.MaxInt64, 0, cores) {
-		return nil, false // too few cores for any size, a narrow window: no estimate needed
+func readDecompressed(f *os.File, size int64, head []byte, cores int, progress func(off int64)) (sn *Snapshot, ok bool) {
+	window := ZstdWindow(head)
+	// Neither the most cores can use (the largest content) nor the window
+	// (against the smallest content that splits) may pay: no estimate
+	// needed.
+	if !tempPays(head, math.MaxInt64, 0, cores) && !tempPays(head, splitMin, window, cores) {
+		return nil, false
 	}
 	est := RawSize(f, size)
 	dir := os.TempDir()
-	if !tempPays(magic, est, window, cores) || est > tempfile.Room(dir) {
+	if !tempPays(head, est, window, cores) || est > tempfile.Room(dir) {
 		return nil, false
 	}
 	var half func(off int64)
 	if progress != nil {
 		half = func(off int64) { progress(off / 2) }
 	}
-	tf, raw, ok := decompressTemp(f, size, est, dir, half)
+	tf, raw, ok := decompressTemp(f, size, head, est, dir, half)
 	if !ok {
 		return nil, false
 	}
@@ -93,8 +92,9 @@ func tempPays(magic []byte, est, window int64, cores int) bool {
 // one), so narrower windows stay streams.
 const wideShare = 6
 
-// decompressTemp decompresses the compressed file f of size bytes, whose
-// content is estimated at est bytes, into a new temporary file in dir, and
+// decompressTemp decompresses the compressed file f of size bytes, which
+// starts with head (streamHead) and whose content is estimated at est
+// bytes, into a new temporary file in dir, and
 // returns the file, open, and the content's size. The file is unlinked at
 // once: it lasts while it is open, and nothing is left behind if the
 // process dies. ok is false, and nothing is left open, if the stream is
@@ -102,7 +102,7 @@ const wideShare = 6
 // est (a gzip file of several members, whose trailer gives the last one's
 // size): a content far larger than estimated does not fill the disk.
 // progress, if not nil, is told how many bytes of f were read.
-func decompressTemp(f *os.File, size, est int64, dir string, progress func(off int64)) (tf *os.File, raw int64, ok bool) {
+func decompressTemp(f *os.File, size int64, head []byte, est int64, dir string, progress func(off int64)) (tf *os.File, raw int64, ok bool) {
 	file, err := tempfile.Create(dir, "vramscope-*.pickle")
 	if err != nil {
 		return nil, 0, false
@@ -116,9 +116,7 @@ func decompressTemp(f *os.File, size, est int64, dir string, progress func(off i
 	if progress != nil {
 		in = progressReaderAt{f, progress, new(atomic.Int64)}
 	}
-	head := make([]byte, zstd.HeaderMaxSize)
-	n, _ := f.ReadAt(head, 0)
-	zr, _, err := Decompress(io.NewSectionReader(in, 0, size), head[:n], MaxWindow(size))
+	zr, _, err := Decompress(io.NewSectionReader(in, 0, size), head, MaxWindow(size))
 	if err != nil {
 		return nil, 0, false
 	}

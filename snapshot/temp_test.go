@@ -62,7 +62,7 @@ func TestDecompressTemp(t *testing.T) {
 			tmp := t.TempDir()
 			var mu sync.Mutex
 			reached := int64(0)
-			tf, n, ok := decompressTemp(f, size, RawSize(f, size), tmp, func(off int64) {
+			tf, n, ok := decompressTemp(f, size, streamHead(f), RawSize(f, size), tmp, func(off int64) {
 				mu.Lock()
 				reached = max(reached, off)
 				mu.Unlock()
@@ -116,7 +116,7 @@ func TestDecompressTempRefuses(t *testing.T) {
 		{"over twice the estimate", f, int64(len(raw)) / 3, t.TempDir()},
 		{"no directory", f, int64(len(raw)), filepath.Join(t.TempDir(), "missing")},
 	} {
-		if tf, _, ok := decompressTemp(tc.f, size, tc.est, tc.dir, nil); ok {
+		if tf, _, ok := decompressTemp(tc.f, size, streamHead(tc.f), tc.est, tc.dir, nil); ok {
 			tf.Close()
 			t.Errorf("%s: decompressed", tc.name)
 		}
