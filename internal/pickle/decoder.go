@@ -543,6 +543,7 @@ func (d *Decoder) fast() error {
 	m := &d.memo
 	mv := m.view()
 	d.ent.nkeys, d.ent.misses = 0, 0 // see entry.go
+	d.ent.forgetShapes()
 	d.ent.gen++
 	d.ent.view = mv
 	for pos <= limit {

@@ -101,6 +101,7 @@ type entryState struct {
 	nkeys  int
 	misses int
 	read   int // dicts read, for tests
+	shaped int // of them, read by a shape (shape.go)
 	// tmpl is the template's number in the sink, if compiled says it
 	// builds its dicts by Record.
 	tmpl     int
@@ -138,6 +139,26 @@ type entryState struct {
 	// strs are the short strings read at each place of kv, valid in the
 	// fast() call gen, as the lists (entryString).
 	strs [2 * maxEntryKeys]keptString
+
+	// shapes are the template's layouts (shape.go): nshapes of them,
+	// lastShape the one that matched last, nextShape the one the next
+	// learnt replaces; learns counts those learnt in the fast() call.
+	// disc is 1 + the offset of the first byte at which two shapes
+	// differ (0: none yet), where byDisc names the shape (its slot + 1)
+	// that has each byte: the shape to try first.
+	shapes                                [shapeSlots]entryShape
+	nshapes, lastShape, nextShape, learns int
+	disc                                  int
+	byDisc                                [256]uint8
+}
+
+// forgetShapes drops the template's shapes, as a new template or fast()
+// call must.
+func (e *entryState) forgetShapes() {
+	e.nshapes, e.lastShape, e.nextShape, e.learns = 0, 0, 0, 0
+	if e.disc > 0 {
+		e.disc, e.byDisc = 0, [256]uint8{}
+	}
 }
 
 // keptString is a string of at most 8 bytes that internString had the
@@ -203,13 +224,18 @@ func (d *Decoder) entry(pos, limit int) (v Value, next int, ok bool, err error) 
 		return Value{}, pos, false, nil
 	}
 	next, ok = 0, false
+	shaped := false
 	if e.nkeys > 0 {
-		next, ok = d.readEntry(pos+3, limit, false)
+		if next, shaped = d.readShaped(pos+3, limit); !shaped {
+			next, ok = d.readEntry(pos+3, limit, false)
+		}
+		ok = ok || shaped
 	}
 	if !ok {
 		if next, ok = d.readEntry(pos+3, limit, true); ok {
 			e.keys, e.nkeys = e.learned, e.learnedLen
 			e.compiled = false
+			e.forgetShapes()
 			if d.records != nil {
 				var keys [maxEntryKeys]Value
 				for k, t := range e.keys[:e.nkeys] {
@@ -222,6 +248,11 @@ func (d *Decoder) entry(pos, limit int) (v Value, next int, ok bool, err error) 
 	if !ok {
 		e.misses++
 		return Value{}, pos, false, nil
+	}
+	if shaped {
+		e.shaped++
+	} else if e.compiled {
+		d.learnShape(pos + 3)
 	}
 	e.misses = 0
 	e.read++
