@@ -57,11 +57,16 @@ var (
 
 // shapeHole is a value of a shape: its opcode's offset from the first
 // key, how it is read, its place in kv, and for LONG1 the shift that
-// sign-extends its bytes, for a string its value.
+// sign-extends its bytes. A string's v is its value; a memo read's the
+// value of the id it read last, id - 1 (0: none). A memo entry a memo
+// read can read is not rewritten in the fast() call, which the shape
+// lives in (see entry.go's template), and the "" of torch's user_metadata
+// is the same read in every entry.
 type shapeHole struct {
 	off, at uint8
 	kind    holeKind
 	shift   uint8
+	id      uint64
 	v       Value
 }
 
@@ -116,7 +121,7 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 	e.list, e.nputs, e.learnedLen = -1, s.nputs, 0
 	e.listAt, e.listHit = -1, false
 	e.puts = s.puts
-	for _, h := range s.holes[:s.nholes] {
+	for hi, h := range s.holes[:s.nholes] {
 		q := p + int(h.off)
 		switch h.kind {
 		case holeInt1:
@@ -133,6 +138,10 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 			if h.kind == holeGet4 {
 				id = uint64(binary.LittleEndian.Uint32(buf[q+1:]))
 			}
+			if hp := &s.holes[hi]; hp.id == id+1 {
+				e.kv[h.at] = hp.v
+				continue
+			}
 			u, frozen := m.word(id, mv)
 			if frozen {
 				u = m.frozen.at(id)
@@ -142,6 +151,7 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 				return 0, false
 			}
 			e.kv[h.at] = v
+			s.holes[hi].id, s.holes[hi].v = id+1, v
 		case holeString:
 			e.kv[h.at] = h.v
 		}
