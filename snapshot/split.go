@@ -56,9 +56,12 @@ type splitCuts func(size int64, n int) []int64
 // bus. The walk has been about 20% faster since its commonest opcodes
 // skip the table (pickle.scanFast). On the GPU host a 2-core decode of
 // the 996 MB bench file walked 0.41 of decoding's time a byte in a fast
-// lease and 0.35 in a slow one, and the parts ended within 50 ms of each
-// other with 0.4 (bench/RESULTS.md, 2026-12-03).
-const walkCost = 0.4
+// lease and 0.35 in a slow one (2026-12-03). Since trace entries are
+// decoded by shape the walker walked the rest of the head's part in
+// 420-500 ms there, while the head took 500-620 ms for the first stretch:
+// 0.32, with which the walker and the head end together and 2-core runs
+// were faster in 6 of 8 pairs (bench/RESULTS.md, 2026-12-04).
+const walkCost = 0.32
 
 // balancedCuts makes the parts end together. The tails start once the
 // walkers are done, while the head decodes its part from the start, so
@@ -74,7 +77,7 @@ const walkCost = 0.4
 //     the tail starts when the head is through its stretch: again P0 = P +
 //     walkCost P.
 //
-// So headShare = 1 + walkCost: with 2 parts the cut at 1.4/2.4 of the file.
+// So headShare = 1 + walkCost: with 2 parts the cut at 1.32/2.32 of the file.
 func balancedCuts(size int64, n int) []int64 {
 	headShare := 1 + walkCost
 	cuts := make([]int64, n-1)

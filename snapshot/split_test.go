@@ -275,15 +275,15 @@ func tailsFor(raw []byte, n int) int {
 }
 
 // The head's part is larger than the tails' by the walk's cost, since the
-// tails start once the walkers are done: in 4 parts 1.4/4.4 of the file
-// and then 1/4.4 each; in 2 parts 1.4/2.4.
+// tails start once the walkers are done: in 4 parts 1.32/4.32 of the file
+// and then 1/4.32 each; in 2 parts 1.32/2.32.
 func TestBalancedCuts(t *testing.T) {
 	for _, tc := range []struct {
 		n    int
 		want []int64
 	}{
-		{2, []int64{583}},
-		{4, []int64{318, 545, 772}},
+		{2, []int64{568}},
+		{4, []int64{305, 537, 768}},
 	} {
 		if got := balancedCuts(1000, tc.n); !slices.Equal(got, tc.want) {
 			t.Errorf("%d parts: cuts %v, want %v", tc.n, got, tc.want)
