@@ -162,7 +162,7 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 	switch buf[q] {
 	case opEmptyList:
 		var ok bool
-		if q, ok = d.entryList(q, limit, at, mv, true); !ok || q > limit {
+		if q, ok = d.entryList(q, limit, at, mv, true); !ok {
 			return 0, false
 		}
 	case opBinGet, opLongBinGet:
@@ -179,7 +179,8 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 	default:
 		return 0, false
 	}
-	if buf[q] != opSetItems || !consumed(buf[q+1:d.end], false) {
+	// No opcode past limit, as readEntry: SETITEMS may be the first.
+	if q > limit || buf[q] != opSetItems || !consumed(buf[q+1:d.end], false) {
 		return 0, false
 	}
 	e.setItems, e.nkv = q, 2*e.nkeys
