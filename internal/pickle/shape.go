@@ -48,12 +48,9 @@ const (
 	holeString
 )
 
-// valueHoles and valueLen are the holes of the values of fixed length,
-// by opcode, and their lengths.
-var (
-	valueHoles = [256]holeKind{opBinInt1: holeInt1, opBinInt2: holeInt2, opBinInt: holeInt4, opBinGet: holeGet1, opLongBinGet: holeGet4}
-	valueLen   = [256]int{opBinInt1: 2, opBinInt2: 3, opBinInt: 5, opBinGet: 2, opLongBinGet: 5}
-)
+// valueHoles are the holes of the values of fixed length (scanLen's), by
+// opcode.
+var valueHoles = [256]holeKind{opBinInt1: holeInt1, opBinInt2: holeInt2, opBinInt: holeInt4, opBinGet: holeGet1, opLongBinGet: holeGet4}
 
 // shapeHole is a value of a shape: its opcode's offset from the first
 // key, how it is read, its place in kv, and for LONG1 the shift that
@@ -86,8 +83,9 @@ type entryShape struct {
 // readShaped reads the dict whose first key is at p by one of the
 // template's shapes, as readEntry(p, limit, false) would, and returns the
 // position after its SETITEMS; ok is false if no shape matches or the
-// read fails, which readEntry then reads. The shape that matched last is
-// tried first: most dicts are laid out as the one before.
+// read fails, which readEntry then reads. The shape tried first is the
+// one that has the dict's byte at disc, else the one that matched last:
+// most dicts are laid out as the one before.
 func (d *Decoder) readShaped(p, limit int) (int, bool) {
 	e := &d.ent
 	buf := d.buf
@@ -138,7 +136,8 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 			if h.kind == holeGet4 {
 				id = uint64(binary.LittleEndian.Uint32(buf[q+1:]))
 			}
-			if hp := &s.holes[hi]; hp.id == id+1 {
+			hp := &s.holes[hi] // h is a copy
+			if hp.id == id+1 {
 				e.kv[h.at] = hp.v
 				continue
 			}
@@ -151,7 +150,7 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 				return 0, false
 			}
 			e.kv[h.at] = v
-			s.holes[hi].id, s.holes[hi].v = id+1, v
+			hp.id, hp.v = id+1, v
 		case holeString:
 			e.kv[h.at] = h.v
 		}
@@ -248,7 +247,7 @@ func (d *Decoder) learnShape(p int) {
 			if !keep(1) {
 				return
 			}
-			q += valueLen[op] - 1
+			q += int(scanLen[op]) - 1
 		case opLong1:
 			n := int(buf[q+1])
 			hole(holeLong1, at)
