@@ -63,6 +63,17 @@ type splitCuts func(size int64, n int) []int64
 // were faster in 6 of 8 pairs (bench/RESULTS.md, 2026-12-04).
 const walkCost = 0.32
 
+// joinCost is what joining the memo up to the tail's start costs the
+// tail's core against decoding those bytes, with 2 parts: there the join
+// shares the 2 cores with the head, and a tail starts only once it is
+// done. Traces of the 996 MB bench file's 2-core decode on the dev VM
+// (2026-12-04, cut at 0.569) had the join at 43-79 ms against the head's
+// 805-1000 ms for its part: 0.053-0.067, and the tail ended up to 290
+// ms after the head; with the join counted it ended before the head in 6
+// traces of 6. With more parts it is shared by the cores the tails are
+// about to use, and is lost in the tails' uneven ends.
+const joinCost = 0.06
+
 // balancedCuts makes the parts end together. The tails start once the
 // walkers are done, while the head decodes its part from the start, so
 // the head's part is the larger by what the head decodes meanwhile. With
@@ -74,12 +85,17 @@ const walkCost = 0.32
 //     meanwhile, P0 = P + walkCost P.
 //   - With 2 the head decodes the first stretch of its part itself
 //     (headStretch) while one walker walks the rest on the other core, so
-//     the tail starts when the head is through its stretch: again P0 = P +
-//     walkCost P.
+//     the tail starts when the head is through its stretch, s = P0
+//     walkCost/(1 + walkCost), and the join is done, joinCost P0 later:
+//     P0 = s + joinCost P0 + P.
 //
-// So headShare = 1 + walkCost: with 2 parts the cut at 1.32/2.32 of the file.
+// So headShare = 1 + walkCost with more than 2 parts, and 1/(1/(1 +
+// walkCost) - joinCost) with 2: the cut at 0.589 of the file.
 func balancedCuts(size int64, n int) []int64 {
 	headShare := 1 + walkCost
+	if n == 2 {
+		headShare = 1 / (1/(1+walkCost) - joinCost)
+	}
 	cuts := make([]int64, n-1)
 	for k := range cuts {
 		cuts[k] = int64(float64(size) * (float64(k) + headShare) / (float64(n-1) + headShare))
