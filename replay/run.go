@@ -157,15 +157,18 @@ func stagesOn(procs int) stages {
 // The matcher hands the placer, the placer the accountant and so on,
 // batches of events (about 110 bytes an event), at most stages.batches at
 // a time. They hold a 48th of the trace's events in all (inFlight), at
-// least 65536 and at most 131072: 8 batches of 8192 on 2 and 4 cores; 16
-// from 8 cores on, of 4293 for the 288 MB bench file and of 8192 for the
-// 996 MB one. On the GPU host's 16 cores 16 batches of 8192 took the 996
-// MB file's analyze 0.58-0.62 s, 16 of 4096 0.64-0.66 s, and the 288 MB
-// file's peaked at 145-146 thousand KiB against 137-140 with 4096, over
-// half its size, in the same time (bench/RESULTS.md). placedBatchLen is
-// the most a batch holds, a variable for tests to cross batch boundaries
-// with few events.
-var placedBatchLen = 1 << 13
+// least 65536 and at most 131072: on 2 and 4 cores 8 batches, of 8587 for
+// the 288 MB bench file and of 16384 for the 996 MB one; 16 from 8 cores
+// on, of 4293 and 8192. On the GPU host's 16 cores 16 batches of 8192
+// took the 996 MB file's analyze 0.58-0.62 s, 16 of 4096 0.64-0.66 s,
+// and the 288 MB file's peaked at 145-146 thousand KiB against 137-140
+// with 4096, over half its size, in the same time. On 2 cores the
+// stages handed on a batch every 60 us or so, and waited on each other:
+// with batches of 16384 instead of 8192 the 996 MB file's forward pass
+// left 25-42 core-ms idle instead of 58-101 (dev VM traces,
+// bench/RESULTS.md). placedBatchLen is the most a batch holds, a
+// variable for tests to cross batch boundaries with few events.
+var placedBatchLen = 1 << 14
 
 const (
 	inFlightShare = 48
