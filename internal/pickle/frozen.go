@@ -53,7 +53,7 @@ func placeholder(id uint64) uint32 { return uint32(KindForeign)<<payloadBits | u
 // are (hot).
 type freezer struct {
 	lo      uint64 // the chunk's first id
-	n       int    // entries added
+	n       uint   // entries added (unsigned: its bit's word and shift are a shift and a mask)
 	hot     bool
 	foreign []uint64
 	values  []uint32 // scratch
