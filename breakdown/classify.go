@@ -3,6 +3,7 @@ package breakdown
 import (
 	"fmt"
 	"maps"
+	"math"
 	"runtime"
 	"slices"
 	"sort"
@@ -350,19 +351,41 @@ func (ev *Events) phaseAt(i int) phase {
 	return ev.phases[i]
 }
 
-// windowCursor answers inWindow for ascending events.
+// windowCursor answers inWindow for ascending events. The answer changes
+// only where a window starts or ends: until then it is kept (the scan
+// asks about most events, and two seeks an event took 93 M of one core's
+// 10.4 G instructions on the 288 MB bench file).
 type windowCursor struct {
-	ws []diagnose.Window
-	k  int // the windows before k start at or before the last event asked
+	ws    []diagnose.Window
+	k     int  // the windows before k start at or before the last event sought
+	until int  // the events below until get in
+	in    bool // whether a window holds them
 }
 
 // holds reports whether a window of c.ws holds event i, which is not
 // below the last event asked.
 func (c *windowCursor) holds(i int) bool {
+	if i < c.until {
+		return c.in
+	}
+	return c.seek(i)
+}
+
+// seek answers holds(i) from the windows, and notes until where the
+// answer stays.
+func (c *windowCursor) seek(i int) bool {
 	for c.k < len(c.ws) && c.ws[c.k].First <= i {
 		c.k++
 	}
-	return c.k > 0 && i < c.ws[c.k-1].End
+	next := math.MaxInt // where the next window starts
+	if c.k < len(c.ws) {
+		next = c.ws[c.k].First
+	}
+	c.in, c.until = false, next
+	if c.k > 0 && i < c.ws[c.k-1].End {
+		c.in, c.until = true, min(c.ws[c.k-1].End, next)
+	}
+	return c.in
 }
 
 // inWindow returns the index of the window of ws (in start order, not
