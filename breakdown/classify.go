@@ -358,7 +358,7 @@ func (ev *Events) phaseAt(i int) phase {
 type windowCursor struct {
 	ws    []diagnose.Window
 	k     int  // the windows before k start at or before the last event sought
-	until int  // the events below until get in
+	until int  // the events from the last sought to until get in
 	in    bool // whether a window holds them
 }
 

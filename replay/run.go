@@ -165,9 +165,10 @@ func stagesOn(procs int) stages {
 // with 4096, over half its size, in the same time. On 2 cores the
 // stages handed on a batch every 60 us or so, and waited on each other:
 // with batches of 16384 instead of 8192 the 996 MB file's forward pass
-// left 25-42 core-ms idle instead of 58-101 (dev VM traces,
-// bench/RESULTS.md). placedBatchLen is the most a batch holds, a
-// variable for tests to cross batch boundaries with few events.
+// left 25-42 core-ms idle instead of 56-187 (dev VM traces), 4-14
+// instead of 29-36 on the GPU host (bench/RESULTS.md). placedBatchLen is
+// the most a batch holds, a variable for tests to cross batch boundaries
+// with few events.
 var placedBatchLen = 1 << 14
 
 const (

@@ -69,9 +69,10 @@ const walkCost = 0.32
 // done. Traces of the 996 MB bench file's 2-core decode on the dev VM
 // (2026-12-04, cut at 0.569) had the join at 43-79 ms against the head's
 // 805-1000 ms for its part: 0.053-0.067, and the tail ended up to 290
-// ms after the head; with the join counted it ended before the head in 6
-// traces of 6. With more parts it is shared by the cores the tails are
-// about to use, and is lost in the tails' uneven ends.
+// ms after the head; with the join counted it never ended after the head
+// (6 traces there, 4 on the GPU host). With more parts it is shared by
+// the cores the tails are about to use, and is lost in the tails' uneven
+// ends.
 const joinCost = 0.06
 
 // balancedCuts makes the parts end together. The tails start once the
