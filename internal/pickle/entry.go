@@ -341,16 +341,10 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 		at := 2*k + 1
 		switch buf[p] {
 		case opBinGet, opLongBinGet:
-			id, n := memoID(buf[p:])
-			u, frozen := m.word(id, mv)
-			if frozen {
-				u = m.frozen.at(id)
-			}
 			var ok bool
-			if e.kv[at], ok = readable(u); !ok {
+			if e.kv[at], p, ok = d.memoValue(p, mv); !ok {
 				return 0, false
 			}
-			p += n
 		case opBinInt1:
 			e.kv[at] = Value{Kind: KindInt, N: uint64(buf[p+1])}
 			p += 2
@@ -449,6 +443,22 @@ func (d *Decoder) entryString(p, limit, at int, keep bool) (int, bool) {
 		p++
 	}
 	return p, true
+}
+
+// memoValue reads the memo read (BINGET or LONG_BINGET) at d.buf[p], a
+// dict's value, through the view mv, and returns its value and the
+// position after it; ok is false where fast() would not push the entry
+// itself. readEntry and readShaped read a value so; the hotter reads
+// (the frames, a shape's holes) keep the frozen memo's read in line.
+func (d *Decoder) memoValue(p int, mv view) (v Value, next int, ok bool) {
+	id, n := memoID(d.buf[p:])
+	m := &d.memo
+	u, frozen := m.word(id, mv)
+	if frozen {
+		u = m.frozen.at(id)
+	}
+	v, ok = readable(u)
+	return v, p + n, ok
 }
 
 // entryList reads the list whose EMPTY_LIST is at p, the value at

@@ -165,16 +165,10 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 			return 0, false
 		}
 	case opBinGet, opLongBinGet:
-		id, n := memoID(buf[q:])
-		u, frozen := m.word(id, mv)
-		if frozen {
-			u = m.frozen.at(id)
-		}
 		var ok bool
-		if e.kv[at], ok = readable(u); !ok {
+		if e.kv[at], q, ok = d.memoValue(q, mv); !ok {
 			return 0, false
 		}
-		q += n
 	default:
 		return 0, false
 	}
