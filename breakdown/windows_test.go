@@ -1,9 +1,12 @@
 package breakdown
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/testutil"
+	"github.com/vramscope/vramscope/replay"
 )
 
 // A windowCursor answers as inWindow does for ascending events, whether
@@ -25,6 +28,47 @@ func TestWindowCursor(t *testing.T) {
 				if got, want := c.holds(i), inWindow(tc.ws, i) >= 0; got != want {
 					t.Errorf("%s, every %d events: event %d held %v, want %v", tc.name, step, i, got, want)
 				}
+			}
+		}
+	}
+}
+
+// On the training snapshots recorded on the H200 (testdata/breakdown,
+// torch's optimizer steps and zero_grad calls as annotations) the
+// cursors hold the events inWindow holds, every event asked in turn as
+// the scan asks them.
+func TestWindowCursorRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		optim, zero int // windows torch annotated
+	}{
+		{"fsdp_train", 3, 3},
+		{"llama_train", 3, 3},
+		{"mlp_adamw", 4, 4},
+	} {
+		sn := testutil.Snapshot(t, filepath.Join("..", "testdata", "breakdown", "out", "h200-20261202", tc.name+".pickle.gz"))
+		tls, err := replay.Devices(sn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev := tls[0].Device
+		ev := ReadEvents(sn, dev, sn.Traces[dev], Options{})
+		if len(ev.optim) != tc.optim || len(ev.zero) != tc.zero {
+			t.Fatalf("%s: %d optimizer and %d zero_grad windows, want %d and %d", tc.name, len(ev.optim), len(ev.zero), tc.optim, tc.zero)
+		}
+		for _, ws := range [][]diagnose.Window{ev.optim, ev.zero} {
+			c, held := windowCursor{ws: ws}, 0
+			for i := range sn.Traces[dev].Len() {
+				got, want := c.holds(i), inWindow(ws, i) >= 0
+				if got != want {
+					t.Fatalf("%s: event %d held %v, want %v", tc.name, i, got, want)
+				}
+				if got {
+					held++
+				}
+			}
+			if held == 0 {
+				t.Errorf("%s: no event in its windows %v", tc.name, ws)
 			}
 		}
 	}
