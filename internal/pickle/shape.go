@@ -31,6 +31,9 @@ const (
 	shapeSlots    = 8
 	shapeLearns   = 4 * shapeSlots
 	maxShapeWords = 16
+	// shapeWindow is what readShaped reads past a dict's first key: a
+	// shape's words, and a LONG1 hole's 8 bytes at its end.
+	shapeWindow = 8*maxShapeWords + 16
 )
 
 // holeKind is how a shape's value is read at its offset.
@@ -89,13 +92,18 @@ type entryShape struct {
 func (d *Decoder) readShaped(p, limit int) (int, bool) {
 	e := &d.ent
 	buf := d.buf
-	if len(buf)-p < 8*maxShapeWords {
+	if len(buf)-p < shapeWindow {
 		return 0, false // matches reads a whole shape's words
 	}
+	// The holes are read from a window of fixed length, at offsets masked
+	// to the shape's length (which they are under): no bounds checks.
+	win := (*[shapeWindow]byte)(buf[p:])
 	var s *entryShape
 	first := e.lastShape
-	if e.disc > 0 && e.byDisc[buf[p+e.disc-1]] > 0 {
-		first = int(e.byDisc[buf[p+e.disc-1]]) - 1
+	if e.disc > 0 { // disc is within a shape's words
+		if j := e.byDisc[win[(e.disc-1)&(8*maxShapeWords-1)]]; j > 0 {
+			first = int(j) - 1
+		}
 	}
 	for k, i := 0, first; k < e.nshapes; k, i = k+1, i+1 {
 		if i == e.nshapes {
@@ -105,7 +113,7 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 		if p+8*t.nwords > limit {
 			return 0, false
 		}
-		if t.matches((*[8 * maxShapeWords]byte)(buf[p:])) {
+		if t.matches((*[8 * maxShapeWords]byte)(win[:])) {
 			s, e.lastShape = t, i
 			break
 		}
@@ -119,26 +127,27 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 	e.list, e.nputs, e.learnedLen = -1, s.nputs, 0
 	e.listAt, e.listHit = -1, false
 	e.puts = s.puts
-	for hi, h := range s.holes[:s.nholes] {
-		q := p + int(h.off)
+	holes := s.holes[:s.nholes]
+	for hi := range holes {
+		h := &holes[hi] // not a copy: 32 bytes an item, most of which the switch does not read
+		q, kv := int(h.off)&(8*maxShapeWords-1), &e.kv[h.at&(2*maxEntryKeys-1)]
 		switch h.kind {
 		case holeInt1:
-			e.kv[h.at] = Value{Kind: KindInt, N: uint64(buf[q+1])}
+			*kv = Value{Kind: KindInt, N: uint64(win[q+1])}
 		case holeInt2:
-			e.kv[h.at] = Value{Kind: KindInt, N: uint64(binary.LittleEndian.Uint16(buf[q+1:]))}
+			*kv = Value{Kind: KindInt, N: uint64(binary.LittleEndian.Uint16(win[q+1:]))}
 		case holeInt4:
-			e.kv[h.at] = Value{Kind: KindInt, N: uint64(int64(int32(binary.LittleEndian.Uint32(buf[q+1:]))))}
+			*kv = Value{Kind: KindInt, N: uint64(int64(int32(binary.LittleEndian.Uint32(win[q+1:]))))}
 		case holeLong1: // as long1 does, with the length the shape's
-			u := binary.LittleEndian.Uint64(buf[q+2:])
-			e.kv[h.at] = Value{Kind: KindInt, N: uint64(int64(u<<h.shift) >> h.shift)}
+			u := binary.LittleEndian.Uint64(win[q+2:])
+			*kv = Value{Kind: KindInt, N: uint64(int64(u<<h.shift) >> h.shift)}
 		case holeGet1, holeGet4:
-			id := uint64(buf[q+1])
+			id := uint64(win[q+1])
 			if h.kind == holeGet4 {
-				id = uint64(binary.LittleEndian.Uint32(buf[q+1:]))
+				id = uint64(binary.LittleEndian.Uint32(win[q+1:]))
 			}
-			hp := &s.holes[hi] // h is a copy
-			if hp.id == id+1 {
-				e.kv[h.at] = hp.v
+			if h.id == id+1 {
+				*kv = h.v
 				continue
 			}
 			u, frozen := m.word(id, mv)
@@ -149,10 +158,10 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 			if !ok {
 				return 0, false
 			}
-			e.kv[h.at] = v
-			hp.id, hp.v = id+1, v
+			*kv = v
+			h.id, h.v = id+1, v
 		case holeString:
-			e.kv[h.at] = h.v
+			*kv = h.v
 		}
 	}
 	// The last value, by its opcode: the frames list, fresh or read from
