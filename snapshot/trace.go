@@ -220,13 +220,14 @@ func (a *eventArena) push(e Event, c Context) int {
 	if i == 0 {
 		a.base = packBase{time: uint64(e.TimeUS) &^ (1<<32 - 1), unbased: 1}
 	}
-	ch := a.chunks[k]
-	if len(ch) == cap(ch) { // the first chunk, growing
-		ch = append(ch, packedEvent{})[:len(ch)]
+	ch := &a.chunks[k]
+	if len(*ch) == cap(*ch) { // the first chunk, growing
+		*ch = append(*ch, packedEvent{})[:len(*ch)]
 	}
-	ch = ch[:len(ch)+1]
-	a.pack(&ch[len(ch)-1], i, e)
-	a.chunks[k] = ch
+	// Resliced into itself, the chunk has only its length stored: written
+	// back whole, its pointer took a write barrier's check.
+	*ch = (*ch)[:len(*ch)+1]
+	a.pack(&(*ch)[len(*ch)-1], i, e)
 	if !isBlockEvent(e.Action) {
 		a.others = append(a.others, i)
 	}
