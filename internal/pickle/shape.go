@@ -191,14 +191,17 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 
 // matches reports whether b, from a dict's first key on, has the shape's
 // bytes. It is a call of its own: inlined in readShaped, whose registers
-// were taken, its loop kept its word and its sum on the stack.
+// were taken, its loop kept its word and its sum on the stack. It compares
+// two words a turn: past nwords a shape's masks are 0, so an odd last one
+// compares nothing.
 //
 //go:noinline
 func (s *entryShape) matches(b *[8 * maxShapeWords]byte) bool {
 	var x uint64
-	for w := range s.nwords {
-		k := w & (maxShapeWords - 1) // w, but no bounds check
-		x |= (binary.LittleEndian.Uint64(b[8*k:]) ^ s.words[k]) & s.masks[k]
+	for w := 0; w < s.nwords; w += 2 {
+		k := w & (maxShapeWords - 2) // w, but no bounds check for k and k+1
+		x |= (binary.LittleEndian.Uint64(b[8*k:])^s.words[k])&s.masks[k] |
+			(binary.LittleEndian.Uint64(b[8*k+8:])^s.words[k+1])&s.masks[k+1]
 	}
 	return x == 0
 }
