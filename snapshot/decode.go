@@ -582,7 +582,8 @@ func (b *builder) copyElem(k pickle.Kind, i int) {
 	switch k {
 	case vEvent:
 		b.syncEvents()
-		b.events.push(b.events.at(i), b.events.context(i))
+		e := b.events.at(i)
+		b.events.push(&e, b.events.context(i))
 	case vBlock:
 		b.sn.Blocks = append(b.sn.Blocks, b.sn.Blocks[i])
 	case vSegment:

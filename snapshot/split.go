@@ -802,7 +802,7 @@ func (b *builder) eventCount() int {
 // push pushes an event, once the merged tails' are in.
 func (b *builder) push(e Event, c Context) int {
 	b.syncEvents()
-	return b.events.push(e, c)
+	return b.events.push(&e, c)
 }
 
 // frame renumbers a tail's frame id.

@@ -78,8 +78,8 @@ func TestEventPacking(t *testing.T) {
 			first.TimeUS += tc.e.TimeUS &^ (1<<32 - 1)
 		}
 		var a eventArena
-		a.push(first, Context{})
-		a.push(tc.e, Context{})
+		push(&a, first, Context{})
+		push(&a, tc.e, Context{})
 		if got := a.at(1); got != tc.e {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.e)
 		}
@@ -109,7 +109,7 @@ func TestAddressBase(t *testing.T) {
 	} {
 		var a eventArena
 		for _, e := range append(tc.first, tc.block) {
-			a.push(e, Context{})
+			push(&a, e, Context{})
 		}
 		if a.base.unbased != 0 || a.base.addr != tc.base {
 			t.Errorf("%s: address base %#x (unbased %d), want %#x", tc.name, a.base.addr, a.base.unbased, tc.base)
@@ -175,10 +175,10 @@ func TestAppendArena(t *testing.T) {
 			}
 			var head, tail eventArena
 			for i := range tc.head {
-				head.push(event(i), Context{})
+				push(&head, event(i), Context{})
 			}
 			for i := range tc.tail {
-				tail.push(event(tc.head+i), tc.tailCtx)
+				push(&tail, event(tc.head+i), tc.tailCtx)
 			}
 			tail.renumber(stackOf, streams)
 			head.appendArena(&tail, func(c Context) Context { return c })
@@ -244,10 +244,10 @@ func TestCutAhead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var head, tail eventArena
 			for i := range tc.head {
-				head.push(event(i), Context{})
+				push(&head, event(i), Context{})
 			}
 			for i := range tc.tail {
-				tail.push(event(tc.head+i), Context{})
+				push(&tail, event(tc.head+i), Context{})
 			}
 			cut := tail.cutFor(tc.head)
 			if tail.n != 0 {
@@ -316,7 +316,7 @@ func TestTraceOthers(t *testing.T) {
 		if i == 2 || i == 5 || i == 7 {
 			e.Action = ActionSegmentAlloc
 		}
-		a.push(e, Context{})
+		push(&a, e, Context{})
 	}
 	for _, tc := range []struct {
 		tr   Trace
@@ -369,10 +369,10 @@ func TestAppendArenaRebases(t *testing.T) {
 	} {
 		var head, tail eventArena
 		for _, i := range tc.head {
-			head.push(tc.event(i), Context{})
+			push(&head, tc.event(i), Context{})
 		}
 		for _, i := range tc.tail {
-			tail.push(tc.event(i), Context{})
+			push(&tail, tc.event(i), Context{})
 		}
 		if len(tail.wide) != 0 || tail.base == head.base {
 			t.Fatalf("%s: the tail keeps %d events whole before it joins and has the head's bases (%v), want none and other bases", tc.name, len(tail.wide), tail.base == head.base)
@@ -498,10 +498,13 @@ func benchTrace() Trace {
 func BenchmarkPush(b *testing.B) {
 	var a eventArena
 	for i := range b.N {
-		a.push(Event{Action: ActionAlloc, Addr: 140510184341504 + uint64(i)<<9, Size: 2097152,
+		push(&a, Event{Action: ActionAlloc, Addr: 140510184341504 + uint64(i)<<9, Size: 2097152,
 			TimeUS: 1795272357742730 + int64(i), Stack: StackID(i & 1023)}, Context{})
 	}
 	if a.n != b.N || a.at(b.N-1).Addr != 140510184341504+uint64(b.N-1)<<9 {
 		b.Fatalf("pushed %d events, the last at %#x", a.n, a.at(b.N-1).Addr)
 	}
 }
+
+// push pushes e into a, as the decoder pushes an event it built.
+func push(a *eventArena, e Event, c Context) int { return a.push(&e, c) }
