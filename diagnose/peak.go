@@ -107,7 +107,7 @@ func Peak(sn *snapshot.Snapshot, tl *replay.Timeline, f *callsite.Filter) *PeakR
 	r.EmptyCache, r.ReservedSince, r.AllocatedSince = peaksSince(sn, tl)
 	r.ReservedSite = callsite.Site{Depth: -1, Reason: "the reserved peak is the state before recording started, so no stack says who reserved it"}
 	if i := r.ReservedSince.Index; i >= 0 {
-		id := tl.Trace.At(i).Stack
+		id := tl.Trace.StackAt(i)
 		r.ReservedSite, r.ReservedStack = f.Site(sn, id), f.UserFrames(sn, id, stackDepth)
 	}
 

@@ -211,7 +211,7 @@ func bestLine(pl *placer, peak int64, groups []SiteGroup) *TransientLine {
 				continue
 			}
 			// A traced block's stack is its alloc event's.
-			stack := tl.Trace.At(start).Stack
+			stack := tl.Trace.StackAt(start)
 			i := byStack[stack]
 			if i == -2 {
 				ks, engine := pl.ownKeys(stack)

@@ -443,6 +443,38 @@ func (t Trace) At(i int) Event {
 	return t.arena.at(t.off + i)
 }
 
+// StackAt is At(i).Stack and TimeAt At(i).TimeUS, with nothing else of
+// the event unpacked: for the passes that ask a block's stack or search
+// the trace by time.
+func (t Trace) StackAt(i int) StackID {
+	p, wide := t.packed(i)
+	if wide != nil {
+		return wide.Stack
+	}
+	return packedStack(p.lo)
+}
+
+func (t Trace) TimeAt(i int) int64 {
+	p, wide := t.packed(i)
+	if wide != nil {
+		return wide.TimeUS
+	}
+	return int64(t.arena.base.time + p.lo&(1<<packTimeBits-1))
+}
+
+// packed is event i as it is kept: packed, or whole in the wide table.
+func (t Trace) packed(i int) (*packedEvent, *Event) {
+	if uint(i) >= uint(t.n) {
+		panic("snapshot: trace index out of range")
+	}
+	a := t.arena
+	p := &a.chunks[(t.off+i)>>eventChunkBits][(t.off+i)&(eventChunkLen-1)]
+	if p.wide() {
+		return p, &a.wide[p.hi]
+	}
+	return p, nil
+}
+
 // Events fills dst with events i, i+1, ... up to len(dst) or the last
 // one (0 <= i <= Len), and returns the filled part. The passes over every
 // event read them so, a block at a time: an event unpacked by At is a

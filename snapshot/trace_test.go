@@ -395,7 +395,7 @@ func TestAppendArenaRebases(t *testing.T) {
 func TestTraceEvents(t *testing.T) {
 	var all []Event
 	for i := range 2*eventChunkLen + 100 {
-		e := Event{Addr: uint64(i) << 9, Size: 512, TimeUS: 1795272266498364 + int64(i)<<20, Stack: StackID(i % 7), Action: ActionAlloc}
+		e := Event{Addr: uint64(i) << 9, Size: 512, TimeUS: 1795272266498364 + int64(i)<<20 + int64(i%3), Stack: StackID(i % 7), Action: ActionAlloc}
 		if i%5000 == 3 {
 			e.Size = 1 << 41 // kept whole
 		}
@@ -434,6 +434,14 @@ func TestTraceEvents(t *testing.T) {
 		for i := tr.n - 1; i >= 0; i -= 997 {
 			if got, want := c.At(i), tr.At(i); got != want {
 				t.Fatalf("backwards: Cursor.At(%d) = %+v, At says %+v", i, got, want)
+			}
+		}
+	}
+	for _, tr := range []Trace{tr, sub} {
+		for i := range tr.n {
+			if e := tr.At(i); tr.StackAt(i) != e.Stack || tr.TimeAt(i) != e.TimeUS {
+				t.Fatalf("event %d of %d from %d: StackAt %d, TimeAt %d; At says %d, %d",
+					i, tr.n, tr.off, tr.StackAt(i), tr.TimeAt(i), e.Stack, e.TimeUS)
 			}
 		}
 	}
