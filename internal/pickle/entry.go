@@ -551,11 +551,6 @@ func (d *Decoder) buildEntry() (Value, error) {
 	c := dict >> memoChunkBits
 	m.chunks[c] = m.chunks[c][:len(m.chunks[c])+1+e.nputs]
 	m.n += uint64(1 + e.nputs)
-	for k, at := range e.puts[:e.nputs] {
-		if at >= 0 {
-			*m.slot(dict + 1 + uint64(k)), _ = packNarrow(e.kv[at]) // entryValue checked it is narrow
-		}
-	}
 	kv := e.kv[:e.nkv]
 	var items []Value
 	if e.listMarked {
@@ -590,9 +585,14 @@ func (d *Decoder) buildEntry() (Value, error) {
 		e.setKeys()
 		v, err = d.whole.Dict(kv)
 	}
-	for k, put := range e.puts[:e.nputs] {
-		if put < 0 && err == nil {
-			err = d.memo.store(dict+1+uint64(k), lv)
+	// The values' memo entries, in one pass after the sink built the dict:
+	// it changes no value a put names but the list's (put -1).
+	for k, at := range e.puts[:e.nputs] {
+		switch {
+		case at >= 0:
+			*m.slot(dict + 1 + uint64(k)), _ = packNarrow(e.kv[at]) // entryValue checked it is narrow
+		case err == nil:
+			err = m.store(dict+1+uint64(k), lv)
 		}
 	}
 	if err == nil {
