@@ -6,7 +6,6 @@ import (
 
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/internal/testutil"
-	"github.com/vramscope/vramscope/replay"
 )
 
 // A windowCursor answers as inWindow does for ascending events, whether
@@ -47,11 +46,7 @@ func TestWindowCursorRecorded(t *testing.T) {
 		{"mlp_adamw", 4, 4},
 	} {
 		sn := testutil.Snapshot(t, filepath.Join("..", "testdata", "breakdown", "out", "h200-20261202", tc.name+".pickle.gz"))
-		tls, err := replay.Devices(sn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dev := tls[0].Device
+		dev := sn.Devices()[0]
 		ev := ReadEvents(sn, dev, sn.Traces[dev], Options{})
 		if len(ev.optim) != tc.optim || len(ev.zero) != tc.zero {
 			t.Fatalf("%s: %d optimizer and %d zero_grad windows, want %d and %d", tc.name, len(ev.optim), len(ev.zero), tc.optim, tc.zero)
