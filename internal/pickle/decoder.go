@@ -378,7 +378,7 @@ func (d *Decoder) add(h Handle, at int, dict bool, items []Value) error {
 	if err == nil {
 		err = d.check("container items", 0)
 	}
-	if err != nil || d.part != nil && h == d.part.list || !consumed(d.buf[d.pos:d.end], !dict) {
+	if err != nil || d.part != nil && h == d.part.list || !consumed(d.buf, d.pos, d.end, !dict) {
 		return err // a tail's list stays open: the head's decoder owns it
 	}
 	v, err := d.resolve(d.stack[at], 0, false)
@@ -652,7 +652,7 @@ func (d *Decoder) fast() error {
 			}
 			base := d.marks[len(d.marks)-1]
 			if base == 0 || stack[base-1].Kind != kindPending || d.pending[stack[base-1].N].list != list ||
-				(!list && (len(stack)-base)%2 != 0) || !consumed(buf[pos+1:d.end], list) {
+				(!list && (len(stack)-base)%2 != 0) || !consumed(buf, pos+1, d.end, list) {
 				goto out
 			}
 			var err error

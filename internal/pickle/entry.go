@@ -292,7 +292,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 		// learning read finds it. (Looked for after each key, it cost the
 		// template's reads 5% of their instructions.)
 		if learn && buf[p] == opSetItems || !learn && k == nkeys {
-			if buf[p] != opSetItems || !consumed(buf[p+1:d.end], false) {
+			if buf[p] != opSetItems || !consumed(buf, p+1, d.end, false) {
 				return 0, false
 			}
 			e.setItems, e.nkv = p, 2*k
@@ -488,7 +488,7 @@ func (d *Decoder) entryList(p, limit, at int, mv view, keep bool) (int, bool) {
 	if keep {
 		q, end := p, min(limit, p+maxKeptList)
 		q = skipMemoReads(buf, q, end)
-		if q <= limit && q-p <= maxKeptList && buf[q] == opAppends && consumed(buf[q+1:d.end], true) {
+		if q <= limit && q-p <= maxKeptList && buf[q] == opAppends && consumed(buf, q+1, d.end, true) {
 			e.listRaw = buf[p:q]
 			e.listAt = int(maphash.Bytes(listSeed, e.listRaw) % listSlots)
 			if k := &e.lists[e.listAt]; k.gen == e.gen && bytes.Equal(k.raw, e.listRaw) {
@@ -515,7 +515,7 @@ func (d *Decoder) entryList(p, limit, at int, mv view, keep bool) (int, bool) {
 	}
 	// fast() builds the list at APPENDS only when nothing more can be
 	// added to it; so does entry.
-	if p > limit || buf[p] != opAppends || !consumed(buf[p+1:d.end], true) {
+	if p > limit || buf[p] != opAppends || !consumed(buf, p+1, d.end, true) {
 		return 0, false
 	}
 	e.listMarked, e.appends = true, p

@@ -182,7 +182,7 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 		return 0, false
 	}
 	// No opcode past limit, as readEntry: SETITEMS may be the first.
-	if q > limit || buf[q] != opSetItems || !consumed(buf[q+1:d.end], false) {
+	if q > limit || buf[q] != opSetItems || !consumed(buf, q+1, d.end, false) {
 		return 0, false
 	}
 	e.setItems, e.nkv = q, 2*e.nkeys

@@ -47,37 +47,41 @@ type pending struct {
 	list bool
 }
 
-// consumed reports whether the opcodes b, which follow a container's
-// SETITEMS (or a list's APPENDS), prove that the container receives nothing
+// consumed reports whether the opcodes of b from p to end, which follow a
+// container's SETITEMS (or a list's APPENDS), prove that the container receives nothing
 // more from the stack: after any memo stores (which name it without
 // changing it) and FRAME headers, the next opcode takes it off the stack
 // or, for a dict, starts the next value (a dict or list cannot be a key).
-func consumed(b []byte, list bool) bool {
-	for len(b) > 0 {
-		n := 0
-		switch b[0] {
-		case opMemoize:
-			n = 1
-		case opBinPut:
-			n = 2
-		case opLongBinPut:
-			n = 5
-		case opFrame:
-			n = 9
-		case opAppends, opAppend, opSetItems, opSetItem, opStop, opTuple, opTuple1, opTuple2, opTuple3:
-			return true
-		case opEmptyDict, opEmptyList:
-			return !list // a list could still get a new container through APPEND
-		default:
-			return false
+// It reads afterContainer, not a switch: the compiler's search over the
+// switch's opcodes was most of its instructions, and every entry asks.
+func consumed(b []byte, p, end int, list bool) bool {
+	b = b[:end]
+	for uint(p) < uint(len(b)) {
+		n := int(afterContainer[b[p]])
+		if n <= 0 {
+			return n == takes || n == takesUnlessList && !list
 		}
-		if len(b) < n {
-			return false
-		}
-		b = b[n:]
+		p += n
 	}
 	return false
 }
+
+// afterContainer is, for each opcode, consumed's answer: the length of
+// an opcode to step over (a memo store, a FRAME header), or one of these.
+var afterContainer = func() (t [256]int8) {
+	for _, op := range []byte{opAppends, opAppend, opSetItems, opSetItem, opStop, opTuple, opTuple1, opTuple2, opTuple3} {
+		t[op] = takes
+	}
+	t[opEmptyDict], t[opEmptyList] = takesUnlessList, takesUnlessList // a list could still get a new container through APPEND
+	t[opMemoize], t[opBinPut], t[opLongBinPut], t[opFrame] = 1, 2, 5, 9
+	return t
+}()
+
+// consumed's answers in afterContainer, besides a length: 0 is no.
+const (
+	takes           = -1 // the opcode takes the container off the stack
+	takesUnlessList = -2 // it starts a new container, which only a list could still receive
+)
 
 // complete builds the pending container below the innermost MARK from the
 // values above it and replaces it on the stack with the sink's value.
