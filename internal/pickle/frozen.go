@@ -46,8 +46,8 @@ type frozenChunk struct {
 // placeholder is the packed KindForeign value with payload id.
 func placeholder(id uint64) uint32 { return uint32(KindForeign)<<payloadBits | uint32(id) }
 
-// A freezer packs the entries of one chunk as they come, in one pass
-// (Join translates each as it reads it from a walker's memo): a bit for a
+// A freezer packs the entries of one chunk as they come, a run at a time
+// (Join translates each run from a walker's memo first): a bit for a
 // placeholder, the value for anything else. Its scratch serves chunk
 // after chunk. The first chunks, which tails read most, it keeps as they
 // are (hot).
@@ -56,7 +56,7 @@ type freezer struct {
 	n       uint   // entries added (unsigned: its bit's word and shift are a shift and a mask)
 	hot     bool
 	foreign []uint64
-	values  []uint32 // scratch
+	values  []uint32 // scratch, with room for a whole chunk
 }
 
 // reset starts the chunk of n entries whose first id is lo, kept as it
@@ -67,18 +67,53 @@ func (z *freezer) reset(lo uint64, n int, hot bool) {
 	if !hot {
 		z.foreign = make([]uint64, (n+63)/64)
 	}
+	if cap(z.values) < n {
+		z.values = make([]uint32, 0, memoChunkLen)
+	}
 	z.values = z.values[:0]
 }
 
-// add packs the chunk's next entry.
-func (z *freezer) add(u uint32) {
-	j := z.n
-	z.n++
-	if !z.hot && u == placeholder(z.lo+uint64(j)) {
-		z.foreign[j/64] |= 1 << (j % 64)
+// addRun packs the chunk's next entries, us. It has no branch on what an
+// entry is: every entry is stored as a value, and the next overwrites it
+// where it was a placeholder (one entry's store and bit in one was a
+// third of Join's instructions, and walkers' memos alternate placeholders
+// and strings as their dicts and lists do).
+func (z *freezer) addRun(us []uint32) {
+	j, k := z.n, len(z.values)
+	if z.hot {
+		z.values = append(z.values, us...)
+		z.n += uint(len(us))
 		return
 	}
-	z.values = append(z.values, u)
+	values := z.values[:cap(z.values)]
+	values = values[:k+len(us)] // the chunk's entries fit: reset made room
+	next := placeholder(z.lo + uint64(j))
+	var word uint64 // the bits of word j/64 not yet in foreign
+	for _, u := range us {
+		values[k] = u
+		p := b2u(u == next)
+		word |= p << (j % 64)
+		k += 1 - int(p)
+		j++
+		next++
+		if j%64 == 0 {
+			z.foreign[j/64-1] |= word
+			word = 0
+		}
+	}
+	if j%64 != 0 {
+		z.foreign[j/64] |= word
+	}
+	z.n, z.values = j, values[:k]
+}
+
+// b2u is 1 for true, 0 for false, without a branch.
+func b2u(b bool) uint64 {
+	var u uint64
+	if b {
+		u = 1
+	}
+	return u
 }
 
 // set stores the chunk added into f.
@@ -100,9 +135,7 @@ func (z *freezer) set(f *frozenMemo) {
 func (f *frozenMemo) set(c int, us []uint32) {
 	var z freezer
 	z.reset(uint64(c)*memoChunkLen, len(us), c < hotChunks)
-	for _, u := range us {
-		z.add(u)
-	}
+	z.addRun(us)
 	z.set(f)
 }
 

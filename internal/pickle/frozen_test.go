@@ -44,11 +44,14 @@ func TestFrozenMemo(t *testing.T) {
 				for j := range us {
 					us[j] = tc.entry(uint64(lo + j))
 				}
-				// f freezes the first chunk too, to count what it keeps.
+				// f freezes the first chunk too, to count what it keeps, in
+				// runs of uneven lengths, as Join's cross words of bits.
 				var z freezer
 				z.reset(uint64(lo), len(us), false)
-				for _, u := range us {
-					z.add(u)
+				for i, k := 0, 0; i < len(us); k++ {
+					n := min([]int{1, 63, 2, 130, 5, 64}[k%6], len(us)-i)
+					z.addRun(us[i : i+n])
+					i += n
 				}
 				f.chunks = append(f.chunks, frozenChunk{})
 				z.set(f)

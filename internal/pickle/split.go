@@ -169,6 +169,7 @@ func Join(walkers []*Decoder, tr []func(Value) Value) (*Decoder, []uint64, error
 	for range min(runtime.GOMAXPROCS(0), len(f.chunks)) {
 		wg.Go(func() {
 			var z freezer
+			var batch [512]uint32 // a run translated, then frozen
 			for {
 				c := next.Add(1) - 1
 				if c >= int64(len(f.chunks)) {
@@ -185,11 +186,12 @@ func Join(walkers []*Decoder, tr []func(Value) Value) (*Decoder, []uint64, error
 					w := walkers[k]
 					local := id - first[k]
 					run := w.memo.chunks[local>>memoChunkBits][local&(memoChunkLen-1):]
-					run = run[:min(uint64(len(run)), hi-id)]
+					run = run[:min(uint64(len(run)), hi-id, uint64(len(batch)))]
 					// A walker's strings are mostly one: the "N/A" of
 					// every trace entry.
 					lastIn, lastOut := uint32(packedWide<<payloadBits), uint32(0)
-					for _, u := range run {
+					out := batch[:len(run)]
+					for i, u := range run {
 						switch u >> payloadBits {
 						case uint32(KindForeign):
 							u += uint32(first[k])
@@ -205,8 +207,9 @@ func Join(walkers []*Decoder, tr []func(Value) Value) (*Decoder, []uint64, error
 						case packedWide:
 							u = j.translate(&mu, u, w, tr[k])
 						}
-						z.add(u)
+						out[i] = u
 					}
+					z.addRun(out)
 					id += uint64(len(run))
 				}
 				z.set(f)
