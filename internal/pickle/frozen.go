@@ -85,8 +85,7 @@ func (z *freezer) addRun(us []uint32) {
 		z.n += uint(len(us))
 		return
 	}
-	values := z.values[:cap(z.values)]
-	values = values[:k+len(us)] // the chunk's entries fit: reset made room
+	values := z.values[:k+len(us)] // the chunk's entries fit: reset made room
 	next := placeholder(z.lo + uint64(j))
 	var word uint64 // the bits of word j/64 not yet in foreign
 	for _, u := range us {
@@ -129,14 +128,6 @@ func (z *freezer) set(f *frozenMemo) {
 		kept += 64 - bits.OnesCount64(word)
 	}
 	f.chunks[z.lo/memoChunkLen] = c
-}
-
-// set freezes us, the entries of chunk c (us may be reused after).
-func (f *frozenMemo) set(c int, us []uint32) {
-	var z freezer
-	z.reset(uint64(c)*memoChunkLen, len(us), c < hotChunks)
-	z.addRun(us)
-	z.set(f)
 }
 
 // at is entry i, packed; i < f.n.

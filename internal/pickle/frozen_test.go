@@ -55,7 +55,7 @@ func TestFrozenMemo(t *testing.T) {
 				}
 				f.chunks = append(f.chunks, frozenChunk{})
 				z.set(f)
-				set.set(lo/memoChunkLen, us)
+				freezeChunk(set, lo/memoChunkLen, us)
 				clear(us) // set keeps no reference to it
 			}
 			for i := range uint64(tc.n) {
@@ -77,4 +77,13 @@ func TestFrozenMemo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// freezeChunk freezes us, the entries of chunk c, into f in one run (us
+// may be reused after).
+func freezeChunk(f *frozenMemo, c int, us []uint32) {
+	var z freezer
+	z.reset(uint64(c)*memoChunkLen, len(us), c < hotChunks)
+	z.addRun(us)
+	z.set(f)
 }

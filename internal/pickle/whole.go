@@ -47,11 +47,12 @@ type pending struct {
 	list bool
 }
 
-// consumed reports whether the opcodes of b from p to end, which follow a
-// container's SETITEMS (or a list's APPENDS), prove that the container receives nothing
-// more from the stack: after any memo stores (which name it without
-// changing it) and FRAME headers, the next opcode takes it off the stack
-// or, for a dict, starts the next value (a dict or list cannot be a key).
+// consumed reports whether the opcodes of b from p to end, which follow
+// a container's SETITEMS (or a list's APPENDS), prove that the container
+// receives nothing more from the stack: after any memo stores (which name
+// it without changing it) and FRAME headers, the next opcode takes it off
+// the stack or, for a dict, starts the next value (a dict or list cannot
+// be a key).
 // It reads afterContainer, not a switch: the compiler's search over the
 // switch's opcodes was most of its instructions, and every entry asks.
 func consumed(b []byte, p, end int, list bool) bool {
@@ -72,7 +73,8 @@ var afterContainer = func() (t [256]int8) {
 	for _, op := range []byte{opAppends, opAppend, opSetItems, opSetItem, opStop, opTuple, opTuple1, opTuple2, opTuple3} {
 		t[op] = takes
 	}
-	t[opEmptyDict], t[opEmptyList] = takesUnlessList, takesUnlessList // a list could still get a new container through APPEND
+	// A list could still get a new container through APPEND.
+	t[opEmptyDict], t[opEmptyList] = takesUnlessList, takesUnlessList
 	t[opMemoize], t[opBinPut], t[opLongBinPut], t[opFrame] = 1, 2, 5, 9
 	return t
 }()
