@@ -56,16 +56,18 @@ pin() { echo "taskset -c 0-$(($1 - 1))"; }
 
 # run1 NAME C CMD...: runs CMD once on C cores, stdout to
 # $OUT/cores-NAME-C-K.out (K counts the runs of NAME on C); appends its wall
-# seconds, peak RSS MB and exit status to $OUT/cores-NAME-C.runs.
+# seconds, peak RSS MB, exit status, user and system CPU seconds and minor
+# page faults to $OUT/cores-NAME-C.runs.
 run1() {
   local name=$1 c=$2; shift 2
   local runs=$OUT/cores-$name-$c.runs t0 t1 rc
   local k=$(($(cat "$runs" 2>/dev/null | wc -l) + 1))
   t0=$(date +%s%N)
-  /usr/bin/time -f '%M' -o "$OUT/cores.time" $(pin "$c") "$@" >"$OUT/cores-$name-$c-$k.out" 2>"$OUT/cores-$name.err"
+  /usr/bin/time -f '%M %U %S %R' -o "$OUT/cores.time" $(pin "$c") "$@" >"$OUT/cores-$name-$c-$k.out" 2>"$OUT/cores-$name.err"
   rc=$?
   t1=$(date +%s%N)
-  echo "$(awk "BEGIN{print ($t1 - $t0) / 1000000000}") $(awk -v kb="$(tail -1 "$OUT/cores.time")" 'BEGIN{print kb * 1024 / 1000000}') $rc" >>"$runs"
+  set -- $(tail -1 "$OUT/cores.time") # peak KB, user s, system s, faults
+  echo "$(awk "BEGIN{print ($t1 - $t0) / 1000000000}") $(awk -v kb="$1" 'BEGIN{print kb * 1024 / 1000000}') $rc $2 $3 $4" >>"$runs"
 }
 
 # worst NAME C: the worst exit status of NAME's runs on C cores.
@@ -110,7 +112,7 @@ with open(sys.argv[1], "rb") as f:
   speedup=
   if [ -n "$py" ]; then
     printf '| python pickle.load, gc off | %s | | exit %d |\n' "$(row python "$c")" "$(worst python "$c")"
-    speedup=$(printf '%.1fx' "$(paste -d' ' "$OUT/cores-python-$c.runs" "$OUT/cores-analyze-$c.runs" | awk '{print $1 / $4}' | median)")
+    speedup=$(printf '%.1fx' "$(paste -d' ' <(cut -d' ' -f1 "$OUT/cores-python-$c.runs") <(cut -d' ' -f1 "$OUT/cores-analyze-$c.runs") | awk '{print $1 / $2}' | median)")
   fi
   same=same
   for k in $(seq "$RUNS"); do

@@ -3,8 +3,8 @@
 # for comparing two machines (the dev VM and the GPU host, whose ratios to
 # Python differ): a CPU probe before and after, bench/phases -only findings
 # on one core and -only analyze on two, each with a CPU profile, then
-# `vramscope analyze` on 1, 2 and 16 cores under /usr/bin/time (user and
-# system time, page faults) and Python's pickle.load on one core.
+# bench/run_cores.sh once on 1, 2 and 16 cores with Python on one: its
+# .runs files carry each run's user and system time and page faults.
 #
 #   VS=vramscope PHASES=phases FILE=grown_1000.pickle OUT=dir bench/run_stages.sh
 #   bench/profile_ratio.sh devvm/cpu1.pb.gz host/cpu1.pb.gz   # then, per function
@@ -18,9 +18,6 @@ probe >"$OUT/probe.txt"
 cat "$FILE" >/dev/null # the page cache, not the disk
 GOMAXPROCS=1 taskset -c 0 "$PHASES" -runs 3 -only findings -cpuprofile "$OUT/cpu1.pb.gz" "$FILE" >"$OUT/phases1.md" 2>&1
 taskset -c 0-1 "$PHASES" -runs 3 -only analyze -cpuprofile "$OUT/cpu2.pb.gz" "$FILE" >"$OUT/phases2.md" 2>&1
-for c in 1 2 16; do
-  [ "$c" -le "$(nproc)" ] || continue
-  taskset -c 0-$((c - 1)) /usr/bin/time -f "cores=$c %e s %U u %S sys %M KB %R minflt" "$VS" analyze "$FILE" 2>>"$OUT/time.txt" | md5sum >>"$OUT/time.txt"
-done
-taskset -c 0 /usr/bin/time -f "python, 1 core: %e s %U u %S sys %M KB %R minflt" python3 -c 'import gc,pickle,sys; gc.disable(); pickle.load(open(sys.argv[1],"rb"))' "$FILE" 2>>"$OUT/time.txt"
+CORES='1 2 16' PY_CORES=1 RUNS=1 VS=$VS FILE=$FILE "$(dirname "$0")/run_cores.sh" >"$OUT/cores.md" 2>&1
+for r in analyze-1 analyze-2 analyze-16 python-1; do cp "$(dirname "$0")/out/cores-$r.runs" "$OUT/" 2>/dev/null; done
 probe >>"$OUT/probe.txt"
