@@ -14,7 +14,7 @@ share is counted too where the machine lets it.
 Each event prints its count, scaled up where the PMU had to share its
 counters among more events than it has (the percentage is the time it
 counted), or why it could not be counted (a VM without a PMU counts only
-the software events). Then the ratios that matter: instructions per cycle
+the software events; the events refused for one reason share a line). Then the ratios that matter: instructions per cycle
 and misses per 1,000 instructions. CMD's exit status is this tool's.
 """
 
@@ -165,17 +165,20 @@ def run(argv, names):
 
 
 def report(counters):
-    """The counts and ratios as Markdown lines."""
+    """The counts and ratios as Markdown lines; the events that could not be
+    counted for one reason share a line."""
     lines = ["| event | count | counted | |", "|---|---:|---:|---|"]
-    by = {}
+    by, failed = {}, {}
     for c in counters:
         if c.err:
-            lines.append(f"| {c.name} | | | {c.err} |")
+            failed.setdefault(c.err, []).append(c.name)
             continue
         by[c.name] = c.value
         share = 100 * c.running / c.enabled if c.enabled else 0
         note = "" if c.kernel else "user only"
         lines.append(f"| {c.name} | {c.value:,.0f} | {share:.0f}% | {note} |")
+    for err, names in failed.items():
+        lines.append(f"| {', '.join(names)} | | | {err} |")
     ratios = [(name, scale * by[num] / by[den]) for name, num, den, scale in RATIOS if by.get(num) and by.get(den)]
     if ratios:
         lines += ["", "| ratio | value |", "|---|---:|"]

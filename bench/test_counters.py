@@ -44,12 +44,15 @@ class ReportTest(unittest.TestCase):
             counter("branch-misses", 6e6, kernel=False),
             counters.Counter("LLC-load-misses", err="perf_event_open: nope"),
             counter("task-clock", 1e9),
+            counters.Counter("dTLB-load-misses", err="perf_event_open: nope"),
+            counters.Counter("LLC-loads", err="perf_event_open: other"),
         ])
         text = "\n".join(lines)
         self.assertIn("| cycles | 2,000,000,000 | 100% |  |", text)
         self.assertIn("| instructions | 3,000,000,000 | 50% |  |", text)
         self.assertIn("| branch-misses | 6,000,000 | 100% | user only |", text)
-        self.assertIn("| LLC-load-misses | | | perf_event_open: nope |", text)
+        self.assertIn("| LLC-load-misses, dTLB-load-misses | | | perf_event_open: nope |", text)
+        self.assertIn("| LLC-loads | | | perf_event_open: other |", text)
         self.assertIn("| instructions per cycle | 1.500 |", text)
         self.assertIn("| branch misses per 1k instructions | 2.000 |", text)
         self.assertIn("| GHz (cycles per task-clock ns) | 2.000 |", text)
