@@ -14,8 +14,9 @@ share is counted too where the machine lets it.
 Each event prints its count, scaled up where the PMU had to share its
 counters among more events than it has (the percentage is the time it
 counted), or why it could not be counted (a VM without a PMU counts only
-the software events; the events refused for one reason share a line). Then the ratios that matter: instructions per cycle
-and misses per 1,000 instructions. CMD's exit status is this tool's.
+the software events; the events refused for one reason share a line).
+Then the ratios that matter: instructions per cycle and misses per 1,000
+instructions. CMD's exit status is this tool's.
 """
 
 import ctypes
@@ -64,8 +65,10 @@ RATIOS = [
     ("GHz (cycles per task-clock ns)", "cycles", "task-clock", 1),
 ]
 
+USAGE = "python3 bench/counters.py [--events LIST] -- CMD [ARG...]"
+
 # Bits of perf_event_attr's flags word.
-DISABLED, INHERIT, ENABLE_ON_EXEC = 1 << 0, 1 << 1, 1 << 12
+DISABLED, INHERIT, EXCLUDE_KERNEL, ENABLE_ON_EXEC = 1 << 0, 1 << 1, 1 << 5, 1 << 12
 # read_format: the times the event was enabled and running, to scale it.
 TOTAL_TIME_ENABLED, TOTAL_TIME_RUNNING = 1, 2
 FD_CLOEXEC = 8
@@ -75,7 +78,7 @@ NR_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
 
 def attr(kind, config, exclude_kernel):
     """perf_event_attr, version 0: counting, not sampling."""
-    flags = DISABLED | INHERIT | ENABLE_ON_EXEC | (1 << 5 if exclude_kernel else 0)
+    flags = DISABLED | INHERIT | ENABLE_ON_EXEC | (EXCLUDE_KERNEL if exclude_kernel else 0)
     return struct.pack(
         "=IIQQQQQIIQ",
         kind, ATTR_SIZE, config,
@@ -188,15 +191,13 @@ def report(counters):
 
 def main(args):
     names = DEFAULT
-    if args[:1] == ["--events"] and len(args) > 1:
-        names = args[1].split(",")
-        args = args[2:]
+    if args[:1] == ["--events"]:
+        names, args = (args[1].split(",") if len(args) > 1 else []), args[2:]
     if args[:1] == ["--"]:
         args = args[1:]
     unknown = [n for n in names if n not in EVENTS]
-    if not args or unknown:
-        known = ", ".join(EVENTS)
-        msg = f"unknown events: {', '.join(unknown)}; known: {known}" if unknown else __doc__.strip().splitlines()[2]
+    if not args or not names or unknown:
+        msg = f"unknown events: {', '.join(unknown)}; known: {', '.join(EVENTS)}" if unknown else f"usage: {USAGE}"
         print(f"counters: {msg}", file=sys.stderr)
         return 2
     code, counters = run(args, names)

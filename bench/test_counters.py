@@ -106,9 +106,10 @@ class MainTest(unittest.TestCase):
         self.assertIn("unknown events: bogus", err.getvalue())
 
     def test_no_command(self):
-        with redirect_stderr(io.StringIO()) as err:
-            self.assertEqual(counters.main([]), 2)
-        self.assertIn("counters.py", err.getvalue())
+        for args in ([], ["--events"], ["--events", "cycles"], ["--events", "cycles", "--"]):
+            with redirect_stderr(io.StringIO()) as err:
+                self.assertEqual(counters.main(args), 2, args)
+            self.assertIn("usage: python3 bench/counters.py", err.getvalue())
 
     def test_prints_a_table(self):
         with redirect_stdout(io.StringIO()) as out:
