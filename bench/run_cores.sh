@@ -54,20 +54,29 @@ cat "$FILE" >/dev/null # warm the page cache: these are not disk numbers
 # pin C: the taskset prefix for the first C cores.
 pin() { echo "taskset -c 0-$(($1 - 1))"; }
 
+# steal C: the jiffies the hypervisor has taken from the first C cores
+# since boot (/proc/stat's eighth column): the GPU host is a VM whose slow
+# spells may be its neighbours', and a run's steal tells them apart from
+# its own work.
+steal() { awk -v c="$1" '$1 ~ /^cpu[0-9]+$/ && substr($1, 4) + 0 < c { s += $9 } END { print s + 0 }' /proc/stat; }
+HZ=$(getconf CLK_TCK)
+
 # run1 NAME C CMD...: runs CMD once on C cores, stdout to
 # $OUT/cores-NAME-C-K.out (K counts the runs of NAME on C); appends its wall
-# seconds, peak RSS MB, exit status, user and system CPU seconds and minor
-# page faults to $OUT/cores-NAME-C.runs.
+# seconds, peak RSS MB, exit status, user and system CPU seconds, minor
+# page faults and the seconds stolen from its cores to $OUT/cores-NAME-C.runs.
 run1() {
   local name=$1 c=$2; shift 2
-  local runs=$OUT/cores-$name-$c.runs t0 t1 rc
+  local runs=$OUT/cores-$name-$c.runs t0 t1 rc s0 s1
   local k=$(($(cat "$runs" 2>/dev/null | wc -l) + 1))
+  s0=$(steal "$c")
   t0=$(date +%s%N)
   /usr/bin/time -f '%M %U %S %R' -o "$OUT/cores.time" $(pin "$c") "$@" >"$OUT/cores-$name-$c-$k.out" 2>"$OUT/cores-$name.err"
   rc=$?
   t1=$(date +%s%N)
+  s1=$(steal "$c")
   set -- $(tail -1 "$OUT/cores.time") # peak KB, user s, system s, faults
-  echo "$(awk "BEGIN{print ($t1 - $t0) / 1000000000}") $(awk -v kb="$1" 'BEGIN{print kb * 1024 / 1000000}') $rc $2 $3 $4" >>"$runs"
+  echo "$(awk "BEGIN{print ($t1 - $t0) / 1000000000}") $(awk -v kb="$1" 'BEGIN{print kb * 1024 / 1000000}') $rc $2 $3 $4 $(awk -v d=$((s1 - s0)) -v hz="$HZ" 'BEGIN{print d / hz}')" >>"$runs"
 }
 
 # worst NAME C: the worst exit status of NAME's runs on C cores.
@@ -76,13 +85,14 @@ worst() { cut -d' ' -f3 "$OUT/cores-$1-$2.runs" | sort -g | tail -1; }
 # median: the median of the numbers on stdin.
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
-# row NAME C: prints the table's columns from cores to RSS/file of NAME's
+# row NAME C: prints the table's columns from cores to steal of NAME's
 # runs on C cores (medians).
 row() {
-  local runs=$OUT/cores-$1-$2.runs wall rss
+  local runs=$OUT/cores-$1-$2.runs wall rss stolen
   wall=$(cut -d' ' -f1 "$runs" | median)
   rss=$(cut -d' ' -f2 "$runs" | median)
-  printf '%d | %.2f | %.0f | %.0f | %.2f' "$2" "$wall" "$(awk "BEGIN{print $SIZE / 1000000 / $wall}")" "$rss" "$(awk "BEGIN{print $rss * 1000000 / $SIZE}")"
+  stolen=$(cut -d' ' -f7 "$runs" | median)
+  printf '%d | %.2f | %.0f | %.0f | %.2f | %.2f' "$2" "$wall" "$(awk "BEGIN{print $SIZE / 1000000 / $wall}")" "$rss" "$(awk "BEGIN{print $rss * 1000000 / $SIZE}")" "$stolen"
 }
 
 echo "# vramscope analyze by cores"
@@ -90,8 +100,8 @@ echo
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $NCPU CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
 echo "file: $FILE${STDIN:+ (piped to vramscope)}, $SIZE bytes; $RUNS runs per row, medians; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| command | cores | wall s | MB/s | peak RSS MB | RSS/file | vs Python on as many cores (median of the pairs' ratios) | output |"
-echo "|---|---:|---:|---:|---:|---:|---:|---|"
+echo "| command | cores | wall s | MB/s | peak RSS MB | RSS/file | stolen s | vs Python on as many cores (median of the pairs' ratios) | output |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
 REF=
 for c in $CORES; do
   [ "$c" -gt "$NCPU" ] && continue
@@ -122,4 +132,5 @@ with open(sys.argv[1], "rb") as f:
   printf '| vramscope analyze | %s | %s | %s, exit %d |\n' "$(row analyze "$c")" "$speedup" "$same" "$(worst analyze "$c")"
 done
 echo
+echo "stolen s: the time the hypervisor ran something else on the run's cores (/proc/stat's steal), a median like the rest."
 echo "Targets (issue 15): analyze <= 0.5 s on 16 cores and <= 2 s on 2; >= 6x Python on 2 cores, >= 15x on 16; peak RSS <= 0.5x the file."
