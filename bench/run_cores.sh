@@ -51,13 +51,13 @@ fi
 SIZE=${RAW_SIZE:-$(stat -c %s "$FILE")}
 cat "$FILE" >/dev/null # warm the page cache: these are not disk numbers
 
-# pin C: the taskset prefix for the first C cores.
+# pin C: the taskset prefix for the first C cores, the cores steal counts.
 pin() { echo "taskset -c 0-$(($1 - 1))"; }
 
-# steal C: the jiffies the hypervisor has taken from the first C cores
-# since boot (/proc/stat's eighth column): the GPU host is a VM whose slow
-# spells may be its neighbours', and a run's steal tells them apart from
-# its own work.
+# steal C: the jiffies the hypervisor has taken from pin's C cores since
+# boot (/proc/stat's eighth column): the GPU host is a VM whose slow spells
+# may be its neighbours', and a run's steal tells them apart from its own
+# work.
 steal() { awk -v c="$1" '$1 ~ /^cpu[0-9]+$/ && substr($1, 4) + 0 < c { s += $9 } END { print s + 0 }' /proc/stat; }
 HZ=$(getconf CLK_TCK)
 

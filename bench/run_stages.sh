@@ -4,7 +4,7 @@
 # Python differ): a CPU probe before and after, bench/phases -only findings
 # on one core and -only analyze on two, each with a CPU profile, then
 # bench/run_cores.sh once on 1, 2 and 16 cores with Python on one: its
-# .runs files carry each run's user and system time and page faults. Last,
+# .runs files carry each run's user and system time, page faults and steal. Last,
 # bench/counters.py's counts of analyze on one core and on two and of
 # Python's pickle.load on one: instructions per cycle and cache, TLB and
 # branch misses where the machine has a PMU, the software events anywhere.
