@@ -19,9 +19,10 @@ type source interface {
 	// stretch returns the walker of the stretch from from to to (pickle's
 	// Stretch).
 	stretch(sink pickle.Sink, proto int, from, to int64) *pickle.Decoder
-	// fork returns the decoder of the tail that starts at off, where the
-	// memo of w (a walker's, or their join) held n entries (pickle's Fork).
-	fork(w *pickle.Decoder, sink pickle.Sink, off int64, n uint64) *pickle.Decoder
+	// fork returns the decoder of the tail that starts at off, where n
+	// entries were memoized: w's, a walker's, then those read gives
+	// (pickle's Fork).
+	fork(w *pickle.Decoder, sink pickle.Sink, off int64, n uint64, read func(uint64) (pickle.Value, bool)) (*pickle.Decoder, error)
 	// readerAt reads the stream at offsets, for the search for frames
 	// near the cuts (pickle.FramesNear).
 	readerAt() io.ReaderAt
@@ -51,10 +52,9 @@ func (s atSource) stretch(sink pickle.Sink, proto int, from, to int64) *pickle.D
 	return d
 }
 
-func (s atSource) fork(w *pickle.Decoder, sink pickle.Sink, off int64, n uint64) *pickle.Decoder {
+func (s atSource) fork(w *pickle.Decoder, sink pickle.Sink, off int64, n uint64, read func(uint64) (pickle.Value, bool)) (*pickle.Decoder, error) {
 	t := pickle.NewDecoder(s.from(off), sink, pickle.DefaultLimits)
-	w.Fork(t, off, n)
-	return t
+	return t, w.Fork(t, off, n, read)
 }
 
 func (s atSource) readerAt() io.ReaderAt { return quiet(s.r) }
@@ -114,10 +114,9 @@ func (s bytesSource) stretch(sink pickle.Sink, proto int, from, to int64) *pickl
 	return d
 }
 
-func (s bytesSource) fork(w *pickle.Decoder, sink pickle.Sink, off int64, n uint64) *pickle.Decoder {
+func (s bytesSource) fork(w *pickle.Decoder, sink pickle.Sink, off int64, n uint64, read func(uint64) (pickle.Value, bool)) (*pickle.Decoder, error) {
 	t := pickle.NewDecoderBytes(s.b, sink, pickle.DefaultLimits, s.moved(off, false))
-	w.Fork(t, off, n)
-	return t
+	return t, w.Fork(t, off, n, read)
 }
 
 func (s bytesSource) readerAt() io.ReaderAt {

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"runtime/trace"
 	"slices"
+	"sort"
 	"sync/atomic"
 
 	"github.com/vramscope/vramscope/internal/pickle"
@@ -20,10 +21,12 @@ import (
 // VM's side). The file is cut at frames into stretches, one per part, and
 // a walker per stretch walks it on a goroutine of its own, all at once,
 // finding where its stretch's first batch of the trace list starts (a
-// tail's start) and what the stretch memoizes. Meanwhile the head decodes
-// the first stretch into its builder. Once the walkers are done, their
-// memos are joined into one, and each tail decodes from its start up to
-// the next tail's (or the list's end) into a builder of its own. The head
+// tail's start). The first stretch's walker keeps what it memoizes; the
+// others only count it. Meanwhile the head decodes the first stretch into
+// its builder. Once the walkers are done, each tail decodes from its start
+// up to the next tail's (or the list's end) into a builder of its own,
+// from the first stretch's memo, reading the few entries of the counted
+// stretches it needs by walking their frames again (tailReads). The head
 // then renumbers each tail's records into its builder in turn, and goes on
 // after the last. Whatever a tail could not do, the head does alone, so
 // the result is always the sequential one.
@@ -59,44 +62,32 @@ type splitCuts func(size int64, n int) []int64
 // lease and 0.35 in a slow one (2026-12-03). Since trace entries are
 // decoded by shape the walker walked the rest of the head's part in
 // 420-500 ms there, while the head took 500-620 ms for the first stretch:
-// 0.32, with which the walker and the head end together and 2-core runs
-// were faster in 6 of 8 pairs (bench/RESULTS.md, 2026-12-04).
+// 0.32 (bench/RESULTS.md, 2026-12-04).
 const walkCost = 0.32
 
-// joinCost is what joining the memo up to the tail's start costs the
-// tail's core against decoding those bytes, with 2 parts: there the join
-// shares the 2 cores with the head, and a tail starts only once it is
-// done. Traces of the 996 MB bench file's 2-core decode on the dev VM
-// (2026-12-04, cut at 0.569) had the join at 43-79 ms against the head's
-// 805-1000 ms for its part: 0.053-0.067, and the tail ended up to 290
-// ms after the head; with the join counted it never ended after the head
-// (6 traces there, 4 on the GPU host). With more parts it is shared by
-// the cores the tails are about to use, and is lost in the tails' uneven
-// ends.
-const joinCost = 0.06
+// countCost is what counting a byte's memo entries costs against decoding
+// it, beside a decoder. Alone, counting the stretch a 2-core decode of the
+// 996 MB bench file walked took a third of walking it (101-105 against
+// 295-298 ms), but beside the head, both reading the file, it took 153-171
+// ms for 473 MB while the head decoded 0.96 ms a MB: 0.34-0.38. Cuts from
+// 0.25, 0.33 and 0.4 decoded that file on 2 cores in 0.55-0.57, 0.53-0.56
+// and 0.54-0.56 s (3 of 4 runs each, the fourth slower in all; dev VM,
+// 2026-12-07).
+const countCost = 0.33
 
 // balancedCuts makes the parts end together. The tails start once the
 // walkers are done, while the head decodes its part from the start, so
 // the head's part is the larger by what the head decodes meanwhile. With
 // tails of P bytes and the head's part of P0 = headShare P, stretch k
-// starts at (k + headShare) size / (n - 1 + headShare).
-//   - With more than 2 parts on as many cores, the n walkers and the head
-//     share them during the walk, and the slowest stretch is a tail's,
-//     walked whole: in decoding's time the head decodes walkCost P
-//     meanwhile, P0 = P + walkCost P.
-//   - With 2 the head decodes the first stretch of its part itself
-//     (headStretch) while one walker walks the rest on the other core, so
-//     the tail starts when the head is through its stretch, s = P0
-//     walkCost/(1 + walkCost), and the join is done, joinCost P0 later:
-//     P0 = s + joinCost P0 + P.
-//
-// So headShare = 1 + walkCost with more than 2 parts, and 1/(1/(1 +
-// walkCost) - joinCost) with 2: the cut at 0.589 of the file.
+// starts at (k + headShare) size / (n - 1 + headShare). The first
+// stretch is walked while the others are counted, all at once, and its
+// walk takes as long as counting a tail's stretch (headStretch): in
+// decoding's time the head decodes countCost P meanwhile, P0 = P +
+// countCost P. With 2 parts the head decodes the first stretch itself
+// while one walker counts the rest of its part, in as long, and the tail
+// then starts: the same.
 func balancedCuts(size int64, n int) []int64 {
-	headShare := 1 + walkCost
-	if n == 2 {
-		headShare = 1 / (1/(1+walkCost) - joinCost)
-	}
+	const headShare = 1 + countCost
 	cuts := make([]int64, n-1)
 	for k := range cuts {
 		cuts[k] = int64(float64(size) * (float64(k) + headShare) / (float64(n-1) + headShare))
@@ -105,16 +96,16 @@ func balancedCuts(size int64, n int) []int64 {
 }
 
 // headStretch is where the head's part, which ends at cut, is cut in two
-// stretches. With more than 2 parts it is walked in halves, as large as
-// the tails' stretches, since the tails wait for the slowest walker. With
-// 2 the head decodes the first stretch itself, and one walker, on the
-// other core, walks the second in the time the head decodes the first:
-// walkCost (cut - s) = s.
+// stretches: the first walked whole, the second counted, in the same time.
+// With more than 2 parts a walker walks the first while the tails'
+// stretches are counted: walkCost s = countCost P, with P = cut/(1 +
+// countCost). With 2 the head decodes the first itself while one walker
+// counts the second: countCost (cut - s) = s.
 func headStretch(cut int64, n int) int64 {
 	if n == 2 {
-		return int64(float64(cut) * walkCost / (1 + walkCost))
+		return int64(float64(cut) * countCost / (1 + countCost))
 	}
-	return cut / 2
+	return int64(float64(cut) * min(1, countCost/walkCost) / (1 + countCost))
 }
 
 // foreignTag marks a tail's frame ids that stand for a memo entry of the
@@ -347,9 +338,9 @@ func decodeSplit(src source, n int, cut splitCuts) (*Snapshot, int, error) {
 			if k > 0 && from == ft {
 				found = func(start int64) { first <- start }
 			}
-			go func() { walks[k] <- walkStretch(src, proto, from, to, k == len(starts), budget, found) }()
+			go func() { walks[k] <- walkStretch(src, proto, from, to, k == len(starts), k > 0, budget, found) }()
 		}
-		go startTails(src, walks, tails, parts)
+		go startTails(src, proto, budget, walks, tails, parts)
 	}
 
 	// The tails read src until they end, whatever happens here: src (a
@@ -438,13 +429,12 @@ type stretchWalk struct {
 	d *pickle.Decoder
 	b *builder // its sink: the strings it memoized
 	// start is the stretch's first batch, where a tail starts (-1: none),
-	// and memoized and strings how many memo entries and strings the walk
-	// had made there.
+	// and memoized how many memo entries the walk had made there.
 	start    int64
 	memoized uint64
-	strings  int
-	whole    bool  // walked to the stretch's end
-	from     int64 // where the stretch starts
+	whole    bool          // walked to the stretch's end
+	from     int64         // where the stretch starts
+	marks    []pickle.Mark // a counting walk's (pickle.Counting)
 }
 
 // prefixWalk is the walk of the first stretch that the head, dec, made by
@@ -464,11 +454,11 @@ func (b *builder) prefixWalk(dec *pickle.Decoder, at bool) stretchWalk {
 	return w
 }
 
-// walkStretch walks the stretch of src from from to to, telling found
-// where its first batch starts; the walker of the last stretch stops
-// there, the others walk on to the stretch's end. Stretch 0's batches
-// start no tail: the head decodes it.
-func walkStretch(src source, proto int, from, to int64, last bool, budget *pickle.SharedBudget, found func(int64)) (w stretchWalk) {
+// walkStretch walks the stretch of src from from to to, counting its memo
+// entries if count, telling found where its first batch starts; the
+// walker of the last stretch stops there, the others walk on to the
+// stretch's end. Stretch 0's batches start no tail: the head decodes it.
+func walkStretch(src source, proto int, from, to int64, last, count bool, budget *pickle.SharedBudget, found func(int64)) (w stretchWalk) {
 	w.start, w.from = -1, from
 	told := false
 	defer func() {
@@ -486,13 +476,17 @@ func walkStretch(src source, proto int, from, to int64, last bool, budget *pickl
 	w.b = newBuilder()
 	w.d = src.stretch(w.b, proto, from, to)
 	w.d.ShareBudget(budget)
+	if count {
+		w.d.Counting()
+		defer func() { w.marks = w.d.Marks() }()
+	}
 	if from > 0 {
 		start, err := w.d.Walk(from)
 		if err != nil {
 			w.whole = errors.Is(err, pickle.ErrNoSplit) && w.d.AtEnd() && w.d.Offset() == to // no batch in it
 			return w
 		}
-		w.start, w.memoized, w.strings = start, w.d.Memoized(), len(w.b.sn.strings)
+		w.start, w.memoized = start, w.d.Memoized()
 		found(start)
 		told = true
 		if last {
@@ -504,11 +498,11 @@ func walkStretch(src source, proto int, from, to int64, last bool, budget *pickl
 	return w
 }
 
-// startTails joins the memos of the walks, as far as every stretch before
-// was walked whole, and starts the tails of the stretches that have a
-// batch, each decoding on a goroutine of its own, sending them to parts
-// in order; it closes parts when all started.
-func startTails(src source, walks []chan stretchWalk, tails map[int64]bool, parts chan<- *part) {
+// startTails starts, once the walks are done, the tails of the
+// stretches that have a batch, as far as every stretch before was walked
+// whole, each decoding on a goroutine of its own from the first stretch's
+// memo, sending them to parts in order; it closes parts when all started.
+func startTails(src source, proto int, budget *pickle.SharedBudget, walks []chan stretchWalk, tails map[int64]bool, parts chan<- *part) {
 	defer close(parts)
 	ws := make([]stretchWalk, len(walks))
 	for k, c := range walks {
@@ -526,33 +520,14 @@ func startTails(src source, walks []chan stretchWalk, tails map[int64]bool, part
 	if joined < 2 {
 		return
 	}
-	// One numbering of the walkers' strings, in stream order: what a walk
-	// from the start would have interned. Tail k's builder starts with
-	// the strings interned up to its start.
-	strs := newBuilder()
-	walkers := make([]*pickle.Decoder, joined)
-	tr := make([]func(pickle.Value) pickle.Value, joined)
-	upTo := make([]int, joined)
-	for k, w := range ws[:joined] {
-		walkers[k] = w.d
-		ids := make([]StringID, len(w.b.sn.strings))
-		upTo[k] = len(strs.sn.strings)
-		for i, s := range w.b.sn.strings {
-			ids[i] = strs.sn.InternString(s)
-			if i+1 == w.strings {
-				upTo[k] = len(strs.sn.strings)
-			}
-		}
-		tr[k] = func(v pickle.Value) pickle.Value {
-			if v.Kind == pickle.KindString || v.Kind == pickle.KindBytes {
-				v.N = uint64(ids[v.N])
-			}
-			return v
-		}
-	}
-	j, firstID, err := pickle.Join(walkers, tr)
-	if err != nil {
-		return
+	// The counted stretches' entries follow the first stretch's, one
+	// stretch after the other.
+	first := ws[0]
+	counted := make([]pickle.Counted, 0, joined-1)
+	n := first.d.Memoized()
+	for _, w := range ws[1:joined] {
+		counted = append(counted, pickle.Counted{First: n, Marks: w.marks})
+		n += w.d.Memoized()
 	}
 	var ps []*part
 	var ds []*pickle.Decoder
@@ -562,22 +537,79 @@ func startTails(src source, walks []chan stretchWalk, tails map[int64]bool, part
 		if w.start < 0 || !tails[w.from] {
 			continue
 		}
+		// The tail's builder numbers the first stretch's strings as its
+		// walk did: the memo holds them.
 		b := newBuilder()
-		for _, s := range strs.sn.strings[:upTo[k]] {
+		for _, s := range first.b.sn.strings {
 			b.sn.InternString(s)
 		}
+		if len(b.sn.strings) != len(first.b.sn.strings) {
+			break
+		}
 		b.syncStrings()
+		r := &tailReads{src: src, proto: proto, budget: budget, counted: counted[:k], b: b}
+		d, err := src.fork(first.d, b, w.start, counted[k-1].First+w.memoized, r.read)
+		if err != nil {
+			break
+		}
 		if n := len(ps); n > 0 {
 			ps[n-1].next = w.start
 		}
 		ps = append(ps, &part{start: w.start, next: -1, done: make(chan tailResult, 1)})
-		ds = append(ds, src.fork(j, b, w.start, firstID[k]+w.memoized))
+		ds = append(ds, d)
 		bs = append(bs, b)
 	}
 	for i, p := range ps {
 		go decodeTail(ds[i], bs[i], p)
 		parts <- p
 	}
+}
+
+// tailReads reads, for a tail, the entries of the counted stretches
+// between the first stretch and the tail's start, walking again the frame
+// that holds one (pickle's Reread), each once: a tail of the 996 MB bench
+// file reads one of them at most, a tail of a real snapshot a few strings
+// (the file names of frames first seen there: bench/memo_refs.py). A tail
+// that would walk more than maxRereads frames fails, and the head decodes
+// its part.
+type tailReads struct {
+	src     source
+	proto   int
+	budget  *pickle.SharedBudget
+	counted []pickle.Counted
+	b       *builder // the tail's: the strings read are its values
+	cache   map[uint64]pickle.Value
+	walked  int
+}
+
+const maxRereads = 1024
+
+func (r *tailReads) read(id uint64) (pickle.Value, bool) {
+	if v, ok := r.cache[id]; ok {
+		return v, true
+	}
+	k := sort.Search(len(r.counted), func(k int) bool { return r.counted[k].First > id }) - 1
+	if k < 0 || r.walked == maxRereads {
+		return pickle.Value{}, false
+	}
+	r.walked++
+	wb := newBuilder()
+	v, ok := r.counted[k].Reread(id, func(from, to int64) *pickle.Decoder {
+		d := r.src.stretch(wb, r.proto, from, to)
+		d.ShareBudget(r.budget)
+		return d
+	})
+	if !ok {
+		return pickle.Value{}, false
+	}
+	if v.Kind == pickle.KindString || v.Kind == pickle.KindBytes {
+		v, _ = r.b.String([]byte(wb.sn.strings[v.N]), v.Kind == pickle.KindBytes)
+	}
+	if r.cache == nil {
+		r.cache = map[uint64]pickle.Value{}
+	}
+	r.cache[id] = v
+	return v, true
 }
 
 // decodeTail decodes tail p with d into b and hands the result to p.done.

@@ -75,35 +75,23 @@ func gunzipFile(t testing.TB, path string) []byte {
 	return raw
 }
 
-// BenchmarkJoin joins the memos of the bench seed walked as two stretches,
-// cut at a frame in its middle, as a 2-core decode joins its prefix and
-// its walker's before the tail starts (the walks are not timed).
-func BenchmarkJoin(b *testing.B) {
+// BenchmarkCount walks the bench seed from a frame past its start to its
+// end counting its memo entries, as the walkers of all stretches but the
+// first do before the tails start (BenchmarkWalk's walk keeps them).
+func BenchmarkCount(b *testing.B) {
 	raw := gunzipFile(b, "../../testdata/scenarios/out/bench_source/bench_source.pickle.gz")
-	proto, starts, err := FramesNear(bytes.NewReader(raw), int64(len(raw)), []int64{int64(len(raw)) / 2})
+	proto, starts, err := FramesNear(bytes.NewReader(raw), int64(len(raw)), []int64{2})
 	if err != nil || starts[0] < 0 {
-		b.Fatalf("no frame past the middle: %v", err)
+		b.Fatalf("no frame: %v", err)
 	}
-	bounds := []int64{0, starts[0], int64(len(raw))}
-	tr := []func(Value) Value{nil, nil}
-	entries := uint64(0)
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		walkers := make([]*Decoder, 2)
-		for k := range walkers {
-			d := NewDecoder(bytes.NewReader(raw[bounds[k]:bounds[k+1]]), nopSink{}, DefaultLimits)
-			d.Stretch(bounds[k], proto)
-			if _, err := d.Walk(math.MaxInt64); !d.AtEnd() {
-				b.Fatalf("stretch %d: %v", k, err)
-			}
-			walkers[k] = d
+	from := starts[0]
+	b.SetBytes(int64(len(raw)) - from)
+	for b.Loop() {
+		d := NewDecoder(bytes.NewReader(raw[from:]), nopSink{}, DefaultLimits)
+		d.Stretch(from, proto)
+		d.Counting()
+		if _, err := d.Walk(math.MaxInt64); !d.AtEnd() {
+			b.Fatalf("the count ended with %v at %d of %d", err, d.Offset(), len(raw))
 		}
-		b.StartTimer()
-		j, _, err := Join(walkers, tr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		entries = j.Memoized()
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(entries), "ns/entry")
 }

@@ -557,10 +557,7 @@ func (d *Decoder) fast() error {
 				id = uint64(binary.LittleEndian.Uint32(buf[pos+1:]))
 				n = 5
 			}
-			u, frozen := m.word(id, mv)
-			if frozen {
-				u = m.frozen.at(id)
-			}
+			u := m.word(id, mv)
 			v, ok := readable(u)
 			if !ok {
 				goto out

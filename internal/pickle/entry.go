@@ -313,10 +313,7 @@ func (d *Decoder) readEntry(p, limit int, learn bool) (int, bool) {
 				}
 			} else {
 				id, n := memoID(buf[p:])
-				u, frozen := m.word(id, mv)
-				if frozen {
-					u = m.frozen.at(id)
-				}
+				u := m.word(id, mv)
 				var ok bool
 				if e.kv[2*k], ok = readable(u); n == 0 || !ok {
 					return 0, false
@@ -448,15 +445,11 @@ func (d *Decoder) entryString(p, limit, at int, keep bool) (int, bool) {
 // memoValue reads the memo read (BINGET or LONG_BINGET) at d.buf[p], a
 // dict's value, through the view mv, and returns its value and the
 // position after it; ok is false where fast() would not push the entry
-// itself. readEntry and readShaped read a value so; the hotter reads
-// (the frames, a shape's holes) keep the frozen memo's read in line.
+// itself. readEntry and readShaped read a value so.
 func (d *Decoder) memoValue(p int, mv view) (v Value, next int, ok bool) {
 	id, n := memoID(d.buf[p:])
 	m := &d.memo
-	u, frozen := m.word(id, mv)
-	if frozen {
-		u = m.frozen.at(id)
-	}
+	u := m.word(id, mv)
 	v, ok = readable(u)
 	return v, p + n, ok
 }
@@ -502,10 +495,7 @@ func (d *Decoder) entryList(p, limit, at int, mv view, keep bool) (int, bool) {
 		if n == 0 {
 			break
 		}
-		u, frozen := m.word(id, mv)
-		if frozen {
-			u = m.frozen.at(id)
-		}
+		u := m.word(id, mv)
 		v, ok := readable(u)
 		if !ok {
 			return 0, false

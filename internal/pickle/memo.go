@@ -22,10 +22,9 @@ type memo struct {
 	// shared is how many ids from 0 on sit in chunks that forked memos
 	// share (fork): none of them may change.
 	shared uint64
-	// frozen, if not nil, holds ids 0..shared-1 (Join's memo, and the
-	// tails forked from it), whose chunks are then nil but the one holding
-	// id shared.
-	frozen *frozenMemo
+	// lazy, if not nil, holds ids that a tail's memo reads one by one
+	// (forkLazy): its chunks do not hold them.
+	lazy *lazyRange
 	// chunkBytes is the capacity in bytes of the chunks this memo owns,
 	// for the budget: shared ones count for the memo that made them.
 	chunkBytes int64
@@ -45,11 +44,24 @@ type tailMemo struct {
 
 func (t *tailMemo) value(u uint32) Value { return t.tr(unpack(u, t.wide)) }
 
+// lazyRange is the ids lo..hi-1 of a tail's memo that the stretches
+// between its fork's memo and its start stored (split.go): walked by
+// counting only, they are read through read, which the caller gives. A
+// tail reads almost none of them: a 2-part decode of the 996 MB bench file
+// reads one of its tail's 13.6 M, a 16-part one five in all.
+type lazyRange struct {
+	lo, hi uint64
+	read   func(id uint64) (Value, bool)
+}
+
 // mapped is the range of ids lo..hi-1 that hold spliced tails' entries,
-// which a read maps into the head's values (tailMemo); empty, 0..0, if
-// there are none. The head's own entries, before and after it, need no
-// mapping.
+// which a read maps into the head's values (tailMemo), or, in a tail, its
+// lazy ones; empty, 0..0, if there are none. The entries before and after
+// it need no mapping.
 func (m *memo) mapped() (lo, hi uint64) {
+	if m.lazy != nil {
+		return m.lazy.lo, m.lazy.hi
+	}
 	if len(m.tails) > 0 {
 		return m.tails[0].lo, m.tails[len(m.tails)-1].hi
 	}
@@ -71,37 +83,42 @@ func (m *memo) tailOf(i uint64) int {
 	return -1
 }
 
-// forkAt returns a memo that starts as m's first n entries: the tails of
-// a split decode each go on from the walk's memo where they start
-// (split.go). The entries are shared, not copied (a 1 GB snapshot's memo
-// is 120 MB): m's frozen ones, or else its full chunks, of which the one
-// holding entry n, which the fork appends to, is copied. A store into an
-// id below n is refused in both.
-func (m *memo) forkAt(n uint64) memo {
-	full := n >> memoChunkBits
-	f := memo{n: n, wide: slices.Clone(m.wide), shared: n, frozen: m.frozen}
-	if m.frozen != nil {
-		// Read from frozen, but for the first chunks: its hot entries.
-		f.chunks = make([][]uint32, full, full+1)
-		for c := range min(full, hotChunks) {
-			f.chunks[c] = m.frozen.hot[c<<memoChunkBits : (c+1)<<memoChunkBits : (c+1)<<memoChunkBits]
-		}
-	} else {
-		f.chunks = slices.Clone(m.chunks[:full])
-		m.shared = max(m.shared, n)
+// forkLazy returns the memo of a tail that starts where n entries were
+// memoized, n at least m's length: m's entries, ids m.n..n-1 read one by
+// one through read (lazyRange), and its own from n on. m's full chunks are
+// shared, not copied (a 1 GB snapshot's memo is 120 MB); its last one,
+// which m may still grow, is copied, and so is the start of the chunk
+// holding entry n, which the fork appends to (Splice fills it with the
+// head's entries). A store into an id below n is refused in both.
+func (m *memo) forkLazy(n uint64, read func(id uint64) (Value, bool)) memo {
+	n0 := m.n
+	full := n0 >> memoChunkBits
+	f := memo{n: n, wide: slices.Clone(m.wide), shared: n}
+	f.chunks = slices.Clone(m.chunks[:full])
+	m.shared = max(m.shared, n0)
+	if n > n0 {
+		f.lazy = &lazyRange{lo: n0, hi: n, read: read}
 	}
-	if k := n & (memoChunkLen - 1); k > 0 {
-		// A frozen fork's ids below n in this chunk are read from frozen
-		// too; Splice fills them with the head's.
-		own := make([]uint32, k, max(k, min(2*k, memoChunkLen)))
-		switch {
-		case m.frozen == nil:
-			copy(own, m.chunks[full][:k])
-		case full < hotChunks:
-			copy(own, m.frozen.hot[full<<memoChunkBits:][:k]) // read as the hot ones (view)
+	own := func(c []uint32) {
+		f.chunks = append(f.chunks, c)
+		f.chunkBytes += 4 * int64(cap(c))
+	}
+	c, k := n>>memoChunkBits, n&(memoChunkLen-1)
+	if k0 := n0 & (memoChunkLen - 1); k0 > 0 {
+		if full == c {
+			// Its entries, then the lazy ones' room, and room to grow.
+			o := make([]uint32, k, max(k, min(2*k, memoChunkLen)))
+			copy(o, m.chunks[full][:k0])
+			own(o)
+			return f
 		}
-		f.chunks = append(f.chunks, own)
-		f.chunkBytes = 4 * int64(cap(own))
+		own(slices.Clone(m.chunks[full][:k0]))
+	}
+	for uint64(len(f.chunks)) < c {
+		f.chunks = append(f.chunks, nil) // lazy ids only
+	}
+	if k > 0 {
+		own(make([]uint32, k, max(k, min(2*k, memoChunkLen))))
 	}
 	return f
 }
@@ -109,7 +126,7 @@ func (m *memo) forkAt(n uint64) memo {
 const (
 	// 256 KiB chunks: each part of a split decode leaves its last one
 	// partly empty while it runs, and each tail copies the one its fork
-	// starts in (forkAt), so on 16 cores 4 MiB chunks held 70 MB more at
+	// starts in (forkLazy), so on 16 cores 4 MiB chunks held 70 MB more at
 	// the decode's peak (snapshot/trace.go's eventChunkBits says what that
 	// cost), and 1 MiB chunks some 10 MiB more than these on the 288 MB
 	// bench file (bench/RESULTS.md).
@@ -191,8 +208,8 @@ func (m *memo) countChunks() {
 
 // trim cuts the room after the entries of the last chunk, where a tail's
 // memo is done growing (the head, which splices it, grows it again by
-// append if it must). Chunks with the shared ids are the head's or the
-// frozen memo's, and stay.
+// append if it must). Chunks with the shared ids are the head's, and
+// stay.
 func (m *memo) trim() {
 	if m.n <= m.shared {
 		return
@@ -209,16 +226,12 @@ func (m *memo) trim() {
 // saves nothing.
 const trimMin = 4 << 10
 
-// frozenLen is how many ids from 0 on m.frozen holds.
-func (m *memo) frozenLen() uint64 {
-	if m.frozen == nil {
-		return 0
-	}
-	return m.shared
-}
-
 // len is Python's len(memo): the id the next MEMOIZE uses.
 func (m *memo) len() uint64 { return m.n + uint64(len(m.sparse)) }
+
+// placeholder is the packed KindForeign value with payload id: what a
+// walk stores for a container (split.go).
+func placeholder(id uint64) uint32 { return uint32(KindForeign)<<payloadBits | uint32(id) }
 
 func (m *memo) slot(i uint64) *uint32 {
 	return &m.chunks[i>>memoChunkBits][i&(memoChunkLen-1)]
@@ -283,34 +296,23 @@ func (m *memo) store(i uint64, v Value) error {
 }
 
 // view is how fast() and entry read the memo: ids below n, but for the
-// mapped ones (lo..hi-1, which step reads), and those from hot to frozen
-// from the frozen memo; a frozen memo's hot ones are the memo's first
-// chunk (forkAt). fast() moves n on as it stores.
-type view struct{ n, lo, hi, hot, frozen uint64 }
+// mapped ones (lo..hi-1, which step reads). fast() moves n on as it
+// stores.
+type view struct{ n, lo, hi uint64 }
 
 func (m *memo) view() view {
 	lo, hi := m.mapped()
-	v := view{n: m.n, lo: lo, hi: hi, frozen: m.frozenLen()}
-	if m.frozen != nil {
-		v.hot = min(uint64(len(m.frozen.hot)), v.frozen)
-	}
-	return v
+	return view{n: m.n, lo: lo, hi: hi}
 }
 
 // word returns entry id, packed, for fast() and entry (see view), or, if
-// they do not read it, a word that readable refuses. An entry of the
-// frozen memo it leaves to the caller (frozen): reading it there is a call,
-// which would keep word from being inlined, and most of a tail's reads are
-// of its hot entries. The range checks are unsigned: id-lo < hi-lo is
-// lo <= id < hi.
-func (m *memo) word(id uint64, v view) (u uint32, frozen bool) {
-	switch {
-	case id >= v.n || id-v.lo < v.hi-v.lo:
-		return packedWide << payloadBits, false
-	case id-v.hot < v.frozen-v.hot:
-		return 0, true
+// they do not read it, a word that readable refuses. The range check is
+// unsigned: id-lo < hi-lo is lo <= id < hi.
+func (m *memo) word(id uint64, v view) uint32 {
+	if id >= v.n || id-v.lo < v.hi-v.lo {
+		return packedWide << payloadBits
 	}
-	return m.chunks[id>>memoChunkBits][id&(memoChunkLen-1)], false
+	return m.chunks[id>>memoChunkBits][id&(memoChunkLen-1)]
 }
 
 // readable returns the packed entry u as a value if fast() pushes it
@@ -322,8 +324,8 @@ func readable(u uint32) (Value, bool) {
 
 func (m *memo) get(i uint64) (Value, bool) {
 	if i < m.n {
-		if i < m.frozenLen() {
-			return m.unpack(m.frozen.at(i)), true
+		if l := m.lazy; l != nil && i-l.lo < l.hi-l.lo {
+			return l.read(i)
 		}
 		if lo, hi := m.mapped(); i >= lo && i < hi {
 			if k := m.tailOf(i); k >= 0 {

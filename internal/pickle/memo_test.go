@@ -31,7 +31,7 @@ func TestMemoTrim(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := head(tc.headLen)
-			f := h.forkAt(tc.headLen)
+			f := h.forkLazy(tc.headLen, nil)
 			for i := tc.headLen; i < tc.headLen+tc.own; i++ {
 				if err := f.put(i, Value{Kind: KindInt, N: 7 * i}); err != nil {
 					t.Fatal(err)

@@ -150,10 +150,7 @@ func (d *Decoder) readShaped(p, limit int) (int, bool) {
 				*kv = h.v
 				continue
 			}
-			u, frozen := m.word(id, mv)
-			if frozen {
-				u = m.frozen.at(id)
-			}
+			u := m.word(id, mv)
 			v, ok := readable(u)
 			if !ok {
 				return 0, false

@@ -5,10 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"runtime"
+	"math"
 	"slices"
+	"sort"
 	"sync"
-	"sync/atomic"
 )
 
 // Decoding one stream on several cores.
@@ -22,21 +22,26 @@ import (
 // list is cut at several batches: each tail decodes from its MARK to the
 // next tail's (or to the list's end), and the head splices them in order.
 //
-// What a tail needs of the bytes before its MARK is the memo: which ids
-// exist and what the ones it reads hold. Walkers build it without building
-// anything else, one per stretch of the stream, all at once (Stretch): a
-// stretch starts at a frame (FramesNear: protocol 4 and later frame the
-// stream, and the pickler starts a frame only between opcodes), and its
-// walker finds the stretch's first batch (Walk), where a tail can start,
-// then walks on to the stretch's end. Each hands the strings and numbers it
-// memoizes to its sink and records memoized containers as KindForeign
-// values, which the head's memo resolves when the caller merges; it
-// numbers its entries from 0, since the stretches before are walked at the
-// same time. Join then numbers them all, one stretch after the other, and
-// each tail starts from as much of that memo as was stored before its MARK
-// (Fork). With one tail the head decodes the first stretch itself, and its
-// memo there stands for that stretch's walk (Prefix).
-//
+// What a tail needs of the bytes before its MARK is the memo: how many
+// entries precede it (its base, from which it numbers its own) and what
+// the ones it reads hold. Walkers find them without building anything, one
+// per stretch of the stream, all at once: a stretch starts at a frame
+// (FramesNear: protocol 4 and later frame the stream, and the pickler
+// starts a frame only between opcodes), and its walker finds the stretch's
+// first batch (Walk), where a tail can start, then walks on to the
+// stretch's end. The first stretch's walker keeps the memo: it hands the
+// strings and numbers it memoizes to its sink and records memoized
+// containers as KindForeign values, which the head's memo resolves when
+// the caller merges (with one tail the head decodes that stretch itself,
+// and its memo there stands for the walk: Prefix). The other walkers only
+// count their entries (Counting), several times faster, and note where
+// each frame starts and how many entries came before it (Marks). A tail
+// then starts from the first stretch's memo with its base (Fork): the ids
+// between are the counted stretches', which it reads one by one through a
+// function the caller gives, that walks the frame holding one again. Tails
+// read almost none of them: their keys, actions and frames are mostly the
+// first stretch's, and their own entries they number from their base.
+
 // Anything a walker does not expect (protocol 0 text opcodes, explicit
 // memo ids in a stretch, a memo entry that copies another, opcodes the
 // decoder refuses) ends it with ErrNoSplit, and a tail that meets anything
@@ -83,6 +88,36 @@ func (d *Decoder) Stretch(off int64, proto int) {
 	d.walk = &walk{last: -1, stretch: true, blind: true}
 }
 
+// Counting makes d, the walker of a stretch (Stretch) that has not walked
+// yet, count its memo entries instead of keeping them: Memoized says how
+// many it walked, and Marks where it can walk them again. It stops where
+// a walk that keeps them would.
+func (d *Decoder) Counting() {
+	if w := d.walk; w != nil && w.stretch && d.pos == 0 && w.last < 0 {
+		w.count, w.marks = true, []Mark{{Off: d.base}}
+	}
+}
+
+// Mark is where a counting walk passed a frame's start, and how many
+// entries it had counted before it: a walker of the stretch from Off
+// (Stretch) numbers from 0 the entries N, N+1, ... of the counted
+// stretch.
+type Mark struct {
+	Off int64
+	N   uint64
+}
+
+// Marks returns the frames' starts d, a counting walker, passed, the
+// stretch's start first, and last where it stands with its count: the
+// entries before each mark's successor lie between the two.
+func (d *Decoder) Marks() []Mark {
+	if d.walk == nil || !d.walk.count {
+		return nil
+	}
+	ms := d.walk.marks
+	return append(ms[:len(ms):len(ms)], Mark{Off: d.Offset(), N: d.memo.n})
+}
+
 // Prefix returns, for Join, the walker of the first stretch of a split
 // stream when d, the head, decoded it: from the start to where d stands.
 // With one tail the head decodes the start of its part while a single
@@ -92,7 +127,7 @@ func (d *Decoder) Stretch(off int64, proto int) {
 // placeholder of its id, as a walk stores one. It shares d's budget.
 func (d *Decoder) Prefix() (*Decoder, error) {
 	m := &d.memo
-	if d.walk != nil || d.part != nil || m.sparse != nil || m.frozen != nil || len(m.tails) > 0 {
+	if d.walk != nil || d.part != nil || m.sparse != nil || len(m.tails) > 0 {
 		return nil, ErrNoSplit
 	}
 	w := &Decoder{lim: d.lim, proto: d.proto, shared: d.shared, stop: -1, walk: &walk{last: -1}}
@@ -126,139 +161,60 @@ func (m *memo) container(u uint32) bool {
 	return pk == uint32(KindRef) || pk >= packedUser
 }
 
+// Counted is a stretch a counting walk walked (Counting): the id its
+// first entry has in the stream, and the walk's marks.
+type Counted struct {
+	First uint64
+	Marks []Mark
+}
+
+// Reread returns entry id of c, which c must hold, as the walk of the
+// frame holding it stores it, its placeholder at its id in the stream:
+// walker(from, to) is the walker (Stretch) of the bytes from..to, whose
+// sink's numbers its strings are. ok is false where that walk stops
+// before the entry, as a walk of the whole stretch would have. The walker
+// leaves its budget when done.
+func (c Counted) Reread(id uint64, walker func(from, to int64) *Decoder) (Value, bool) {
+	ms := c.Marks
+	j := id - c.First
+	i := sort.Search(len(ms), func(i int) bool { return ms[i].N > j }) - 1
+	if id < c.First || i < 0 || i+1 >= len(ms) {
+		return Value{}, false
+	}
+	d := walker(ms[i].Off, ms[i+1].Off)
+	defer d.LeaveBudget()
+	d.Walk(math.MaxInt64) // ErrNoSplit at the end, or where it stops
+	v, ok := d.MemoValue(j - ms[i].N)
+	if v.Kind == KindForeign {
+		v.N = id
+	}
+	return v, ok
+}
+
 // AtEnd reports whether d has read its whole input.
 func (d *Decoder) AtEnd() bool { return d.eof && d.pos == d.end }
 
 // Memoized is how many entries d's memo holds.
 func (d *Decoder) Memoized() uint64 { return d.memo.len() }
 
-// Join numbers the memo entries of walkers, the walkers of consecutive
-// stretches from the stream's start (each walked to its end, but the last,
-// which may have stopped at its first batch), one stretch after the other:
-// tr[k], if not nil, maps each string and wide value of walker k's (the
-// caller's own values: the strings its sink numbers), and a walker's
-// placeholders for containers get their ids in the stream. It returns a
-// decoder whose memo holds them all, from which tails Fork, and the first
-// id of each stretch. The walkers' memos are emptied; the joined one
-// counts against the budget the first walker shares.
-func Join(walkers []*Decoder, tr []func(Value) Value) (*Decoder, []uint64, error) {
-	first := make([]uint64, len(walkers))
-	var n uint64
-	for k, w := range walkers {
-		if w.walk == nil || k > 0 && !w.walk.stretch || w.memo.sparse != nil {
-			return nil, nil, errors.New("join: not the walkers of consecutive stretches")
-		}
-		first[k] = n
-		n += w.memo.n
-	}
-	if n > payloadMask {
-		return nil, nil, ErrNoSplit // a placeholder's id would not pack
-	}
-	w0 := walkers[0]
-	j := &Decoder{lim: w0.lim, proto: w0.proto, shared: w0.shared, stop: -1}
-	f := newFrozenMemo(n)
-	// The chunks are frozen on a goroutine a core, each taking the next
-	// chunk, and each chunk in one pass over the runs of walkers' memo
-	// chunks it spans. Most entries move as they are packed: a
-	// placeholder's id moves by its stretch's first id (n fits the
-	// payload), strings go through tr, and a value too wide to pack (rare)
-	// takes the lock of the table of wide ones.
-	var mu sync.Mutex
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(f.chunks)) {
-		wg.Go(func() {
-			var z freezer
-			var batch [512]uint32 // a run translated, then frozen
-			for {
-				c := next.Add(1) - 1
-				if c >= int64(len(f.chunks)) {
-					return
-				}
-				lo := uint64(c) * memoChunkLen
-				hi := min(lo+memoChunkLen, n)
-				z.reset(lo, int(hi-lo), c < hotChunks)
-				k := 0
-				for id := lo; id < hi; {
-					for id >= first[k]+walkers[k].memo.n {
-						k++
-					}
-					w := walkers[k]
-					local := id - first[k]
-					run := w.memo.chunks[local>>memoChunkBits][local&(memoChunkLen-1):]
-					run = run[:min(uint64(len(run)), hi-id, uint64(len(batch)))]
-					// A walker's strings are mostly one: the "N/A" of
-					// every trace entry.
-					lastIn, lastOut := uint32(packedWide<<payloadBits), uint32(0)
-					out := batch[:len(run)]
-					for i, u := range run {
-						switch u >> payloadBits {
-						case uint32(KindForeign):
-							u += uint32(first[k])
-						case uint32(KindString), uint32(KindBytes):
-							if u == lastIn {
-								u = lastOut
-								break
-							}
-							in := u
-							if u = j.translate(&mu, u, w, tr[k]); u>>payloadBits != packedWide {
-								lastIn, lastOut = in, u
-							}
-						case packedWide:
-							u = j.translate(&mu, u, w, tr[k])
-						}
-						out[i] = u
-					}
-					z.addRun(out)
-					id += uint64(len(run))
-				}
-				z.set(f)
-			}
-		})
-	}
-	wg.Wait()
-	for _, w := range walkers {
-		w.memo = memo{}
-		w.LeaveBudget()
-	}
-	j.memo.n, j.memo.shared, j.memo.frozen = n, n, f
-	j.memo.chunkBytes = f.bytes()
-	if len(j.memo.wide) >= payloadMask {
-		return nil, nil, errMemoFull
-	}
-	if j.shared != nil {
-		j.shared.report(j, j.memo.bytes())
-	}
-	return j, first, nil
-}
-
-// translate is a walker's packed string or wide value u as the joined
-// memo j holds it: mapped by tr (the caller's own values, if not nil), and
-// packed again, in j's table of wide values if it does not pack (under mu:
-// the chunks are frozen on several goroutines).
-func (j *Decoder) translate(mu *sync.Mutex, u uint32, w *Decoder, tr func(Value) Value) uint32 {
-	v := w.memo.unpack(u)
-	if tr != nil {
-		v = tr(v)
-	}
-	u, ok := packNarrow(v)
-	if !ok {
-		mu.Lock()
-		u = j.memo.pack(v)
-		mu.Unlock()
-	}
-	return u
-}
-
 // Fork makes t, a new decoder of the stream from off on, the decoder of
-// the tail that starts there, at a batch a walk stopped at, where d's memo
-// (a walker's, or Join's) held n entries. t's sink must intern strings as
-// the walk's sink did up to there: the memo they share holds its strings.
-// d's memo is shared, not copied.
-func (d *Decoder) Fork(t *Decoder, off int64, n uint64) {
+// the tail that starts there, at a batch a walk stopped at, where n
+// entries were memoized: the entries of d's memo (a walker's, which holds
+// n or fewer), and ids from d's length to n, which read gives (Marks). t's
+// sink must intern strings as d's sink did: the memo they share holds its
+// strings, and read's strings must be t's sink's values. d's memo is
+// shared, not copied.
+func (d *Decoder) Fork(t *Decoder, off int64, n uint64, read func(id uint64) (Value, bool)) error {
+	switch {
+	case d.memo.sparse != nil || n < d.memo.n || n > d.memo.n && read == nil:
+		return errors.New("fork: not a walk's memo up to the tail")
+	case n > payloadMask:
+		return ErrNoSplit // a placeholder's id would not pack
+	}
 	t.base, t.proto, t.shared = off, d.proto, d.shared
-	t.memo = d.memo.forkAt(n)
+	t.memo = d.memo.forkLazy(n, read)
 	t.part = &tail{start: off, base: n}
+	return nil
 }
 
 // TailStart is the offset where the tail starts: the head decodes up to it.
@@ -291,7 +247,11 @@ func (d *Decoder) scan(from int64) (int64, error) {
 		if d.pos == d.end {
 			return 0, ErrNoSplit
 		}
-		if err := d.scanFast(w, from); err != nil || w.done {
+		scan := d.scanFast
+		if w.count {
+			scan = d.scanCount
+		}
+		if err := scan(w, from); err != nil || w.done {
 			return d.Offset(), err
 		}
 		if d.pos == d.end {
@@ -324,6 +284,10 @@ type walk struct {
 	// equal one gets its value without String (torch's "N/A"). Its gen
 	// is 1 once set: what a walk's sink interned stays so.
 	str keptString
+	// count is set in a counting walk (Counting), which keeps marks, the
+	// frames' starts it passed.
+	count bool
+	marks []Mark
 }
 
 const (
@@ -337,6 +301,10 @@ const (
 func (d *Decoder) memoize(w *walk, id uint64) error {
 	if id != d.memo.n || d.memo.sparse != nil || w.blind || w.stretch && w.topIs == topMemo {
 		return ErrNoSplit
+	}
+	if w.count {
+		d.memo.n++
+		return nil
 	}
 	v := Value{Kind: KindForeign, N: id}
 	switch w.topIs {
@@ -435,6 +403,81 @@ loop:
 		// The bytes before pos may be gone after a refill: keep the top.
 		w.prev, w.blind = buf[last], false
 		w.top, w.topIs, err = d.valueAt(buf, last)
+	}
+	d.pos = pos
+	return err
+}
+
+// scanCount is scanFast for a counting walk (Counting): it stores no memo
+// entry but counts them, and notes each frame's start with the count
+// there. It refuses what scanFast would, a MEMOIZE that copies a memo
+// read, and leaves scanStep the rest. Over the stretch a 2-core decode of
+// the 996 MB bench file walks it took 101-105 ms where scanFast took
+// 295-298 (bench/RESULTS.md).
+func (d *Decoder) scanCount(w *walk, from int64) error {
+	buf, pos := d.buf[:d.end], d.pos
+	limit, stopAt := d.end-16, int(max(from-d.base, 0))
+	last := -1 // position of the last opcode but FRAME and MEMOIZE; -1: w's
+	n := d.memo.n
+	var err error
+loop:
+	for pos <= limit {
+		op := buf[pos]
+		if op == opLongBinGet {
+			last, pos = pos, pos+5
+			continue
+		}
+		if op == opBinGet || op == opBinInt1 {
+			last, pos = pos, pos+2
+			continue
+		}
+		k := int(scanLen[op])
+		if k < scanMark {
+			if k == scanStop {
+				break
+			}
+			last, pos = pos, pos+k
+			continue
+		}
+		switch k {
+		case scanMark:
+			prev := w.prev
+			if last >= 0 {
+				prev = buf[last]
+			}
+			if pos >= stopAt && prev == opAppends {
+				w.done = true
+				break loop
+			}
+			last = pos
+			pos++
+		case scanShort:
+			k = 2 + int(buf[pos+1])
+			if pos+k >= len(buf) {
+				break loop // not buffered whole
+			}
+			last, pos = pos, pos+k
+		case scanFrame:
+			w.marks = append(w.marks, Mark{Off: d.base + int64(pos), N: n})
+			pos += 9
+		case scanMemoize:
+			if last < 0 {
+				break loop // scanStep decides by the walk's top
+			}
+			if op := buf[last]; op == opBinGet || op == opLongBinGet {
+				err = ErrNoSplit // a copy of an entry this stretch cannot number
+				break loop
+			}
+			n++
+			pos++
+		}
+	}
+	d.memo.n = n
+	if last >= 0 {
+		w.prev, w.blind, w.topIs = buf[last], false, topOther
+		if op := buf[last]; op == opBinGet || op == opLongBinGet {
+			w.topIs = topMemo
+		}
 	}
 	d.pos = pos
 	return err
@@ -627,6 +670,9 @@ func (d *Decoder) scanStep(w *walk, from int64) error {
 	d.pos++
 	switch op {
 	case opFrame:
+		if w.count {
+			w.marks = append(w.marks, Mark{Off: d.Offset() - 1, N: d.memo.n})
+		}
 		if err := d.need(8); err != nil {
 			return err
 		}

@@ -66,7 +66,9 @@ func forkAt(t *testing.T, raw []byte, off int64, s Sink) *Decoder {
 		t.Fatal(err)
 	}
 	d := NewDecoder(bytes.NewReader(raw[start:]), s, DefaultLimits)
-	w.Fork(d, start, w.Memoized())
+	if err := w.Fork(d, start, w.Memoized(), nil); err != nil {
+		t.Fatal(err)
+	}
 	return d
 }
 
@@ -123,7 +125,9 @@ func TestWalkForks(t *testing.T) {
 		s := newTreeSink()
 		starts, sinks = append(starts, start), append(sinks, s)
 		d := NewDecoder(bytes.NewReader(raw[start:]), s, DefaultLimits)
-		walker.Fork(d, start, walker.Memoized())
+		if err := walker.Fork(d, start, walker.Memoized(), nil); err != nil {
+			t.Fatal(err)
+		}
 		tails = append(tails, d)
 	}
 	if want := []int64{marks[1], marks[2], marks[3]}; !reflect.DeepEqual(starts, want) {
@@ -290,23 +294,41 @@ func TestMemoAfterSplice(t *testing.T) {
 // framedList is what CPython's pickler writes (protocol 4) for a list of n
 // short strings, each memoized, two of every three an equal "N/A" written
 // anew (as torch writes one in every trace entry), the others distinct:
-// batches of 1,000, in frames of about frameLen bytes, each starting
-// between two objects (never at a MEMOIZE, which the pickler writes with
-// its object). It returns the pickle and its frames' offsets.
+// batches of 1,000, in frames of about frameLen bytes (framed). It returns
+// the pickle and its frames' offsets.
 func framedList(n, frameLen int) ([]byte, []int64) {
+	return framedItems(n, frameLen, func(j int) []byte {
+		s := fmt.Sprintf("s%d", j)
+		if j%3 != 2 {
+			s = "N/A"
+		}
+		return append([]byte{opShortBinUnicode, byte(len(s))}, s...)
+	})
+}
+
+// framedItems is the pickle of a list of n items, item(j) the opcodes of
+// the j-th, each memoized but memo reads: batches of 1,000, in frames
+// (framed).
+func framedItems(n, frameLen int, item func(j int) []byte) ([]byte, []int64) {
 	ops := [][]byte{{opEmptyList}, {opMemoize}}
 	for i := 0; i < n; i += 1000 {
 		ops = append(ops, []byte{opMark})
 		for j := i; j < min(n, i+1000); j++ {
-			s := fmt.Sprintf("s%d", j)
-			if j%3 != 2 {
-				s = "N/A"
+			op := item(j)
+			ops = append(ops, op)
+			if op[0] != opBinGet && op[0] != opLongBinGet {
+				ops = append(ops, []byte{opMemoize})
 			}
-			ops = append(ops, append([]byte{opShortBinUnicode, byte(len(s))}, s...), []byte{opMemoize})
 		}
 		ops = append(ops, []byte{opAppends})
 	}
-	ops = append(ops, []byte{opStop})
+	return framed(append(ops, []byte{opStop}), frameLen)
+}
+
+// framed frames ops, in frames of about frameLen bytes, each starting
+// between two objects (never at a MEMOIZE, which the pickler writes with
+// its object). It returns the pickle and its frames' offsets.
+func framed(ops [][]byte, frameLen int) ([]byte, []int64) {
 	b := []byte{opProto, 4}
 	var frames []int64
 	var frame []byte
@@ -378,76 +400,128 @@ func (c *countingReaderAt) ReadAt(b []byte, off int64) (int, error) {
 	return c.r.ReadAt(b, off)
 }
 
-// Stretches walked apart and joined make the memo one walk from the start
-// makes, with the strings mapped into one sink's and the containers'
-// placeholders at their ids in the stream; a tail forked from the join
-// decodes as one forked from that walk.
-func TestStretchesJoin(t *testing.T) {
-	raw, frames := framedList(5000, 1024)
+// Stretches walked by counting (Counting) hold the entries a walk from
+// the start finds there, and each mark the count at its frame; an entry
+// walked again from its mark's frame (Reread) is the walk's entry; and a
+// tail forked from the first stretch's walk, reading the counted
+// stretches' entries so, decodes what a tail forked from a walk from the
+// start decodes. The list's later items are memo reads of earlier ones,
+// the counted stretches' among them.
+func TestCountedStretches(t *testing.T) {
+	ids := map[int]uint64{} // item j's memo id, for the items that are not reads
+	next := uint64(1)
+	raw, frames := framedItems(6000, 1024, func(j int) []byte {
+		if j%4 == 3 && j > 1000 {
+			if id, ok := ids[j-1-(j*7919)%(j-1)]; ok {
+				return binary.LittleEndian.AppendUint32([]byte{opLongBinGet}, uint32(id))
+			}
+		}
+		ids[j], next = next, next+1
+		if j%3 == 0 {
+			return []byte{opEmptyList} // a container: a placeholder
+		}
+		s := fmt.Sprintf("s%d", j%500)
+		return append([]byte{opShortBinUnicode, byte(len(s))}, s...)
+	})
 	size := int64(len(raw))
-	proto, starts, err := FramesNear(bytes.NewReader(raw), size, []int64{frames[3] - 1, frames[3], frames[9] + 1, frames[len(frames)-2]})
-	if want := []int64{frames[3], frames[3], frames[10], frames[len(frames)-2]}; err != nil || proto != 4 || !reflect.DeepEqual(starts, want) {
-		t.Fatalf("FramesNear = %d, %v, %v; want 4, %v", proto, starts, err, want)
+	proto, starts, err := FramesNear(bytes.NewReader(raw), size, []int64{frames[3], size * 2 / 5, size * 7 / 10})
+	if err != nil || proto != 4 || slices.Contains(starts, -1) {
+		t.Fatalf("FramesNear = %d, %v, %v", proto, starts, err)
 	}
-	starts = slices.Compact(starts)
-
-	ref := newTreeSink()
-	whole := NewDecoder(bytes.NewReader(raw), ref, DefaultLimits)
-	if _, err := whole.Walk(math.MaxInt64); !errors.Is(err, ErrNoSplit) || !whole.AtEnd() {
-		t.Fatalf("walking the whole stream: %v", err)
+	memoizedAt := func(off int64) (*Decoder, *internSink) {
+		s := &internSink{ids: map[string]uint64{}}
+		d := NewDecoder(bytes.NewReader(raw[:off]), s, DefaultLimits)
+		if _, err := d.Walk(math.MaxInt64); !errors.Is(err, ErrNoSplit) || !d.AtEnd() {
+			t.Fatalf("walking to %d: %v", off, err)
+		}
+		return d, s
 	}
+	whole, wholeStrs := memoizedAt(size)
+	first, firstStrs := memoizedAt(starts[0])
 
-	joined := newTreeSink()
-	var walkers []*Decoder
-	var tr []func(Value) Value
-	var firstBatch []int64
-	var atBatch []uint64 // entries a walker had stored there
-	bounds := append(append([]int64{0}, starts...), size)
+	var counted []Counted
+	var batches []int64 // each counted stretch's first batch
+	var atBatch []uint64
+	bounds := append(slices.Clone(starts), size)
+	n := first.Memoized()
 	for k := range len(bounds) - 1 {
 		from, to := bounds[k], bounds[k+1]
-		s := &internSink{ids: map[string]uint64{}} // as a walker's builder, one id per string
-		d := NewDecoder(bytes.NewReader(raw[from:to]), s, DefaultLimits)
+		d := NewDecoder(bytes.NewReader(raw[from:to]), nopSink{}, DefaultLimits)
 		d.Stretch(from, proto)
-		batch := int64(-1)
-		if from > 0 { // the head decodes the first stretch: no tail starts there
-			if batch, err = d.Walk(from); err != nil && !d.AtEnd() {
-				t.Fatalf("stretch %d: %v", k, err)
-			}
+		d.Counting()
+		batch, err := d.Walk(from)
+		if err != nil {
+			t.Fatalf("stretch %d: no batch: %v", k, err)
 		}
-		firstBatch, atBatch = append(firstBatch, batch), append(atBatch, d.Memoized())
+		batches, atBatch = append(batches, batch), append(atBatch, n+d.Memoized())
 		if _, err := d.Walk(math.MaxInt64); !d.AtEnd() {
-			t.Fatalf("stretch %d: walked to %d of %d: %v", k, d.Offset(), to, err)
+			t.Fatalf("stretch %d: counted to %d of %d: %v", k, d.Offset(), to, err)
 		}
-		walkers = append(walkers, d)
-		// Join maps on several goroutines: the mapping is made before.
-		ids := make([]uint64, len(s.strings))
-		for i, str := range s.strings {
-			v, _ := joined.String([]byte(str), false)
-			ids[i] = v.N
+		c := Counted{First: n, Marks: d.Marks()}
+		if c.Marks[0].Off != from || c.Marks[len(c.Marks)-1].Off != to || len(c.Marks) < 3 {
+			t.Fatalf("stretch %d: marks %v, want its frames from %d to %d", k, c.Marks, from, to)
 		}
-		tr = append(tr, func(v Value) Value {
-			if v.Kind == KindString {
-				v.N = ids[v.N]
+		for _, m := range c.Marks[1 : len(c.Marks)-1] {
+			if w, _ := memoizedAt(m.Off); w.Memoized() != n+m.N {
+				t.Fatalf("stretch %d: mark %v, a walk to there memoized %d", k, m, w.Memoized())
 			}
-			return v
-		})
+		}
+		counted = append(counted, c)
+		n += d.Memoized()
 	}
-	j, first, err := Join(walkers, tr)
-	if err != nil {
-		t.Fatal(err)
+	if n != whole.Memoized() {
+		t.Fatalf("the stretches hold %d entries, the whole walk %d", n, whole.Memoized())
 	}
-	if j.Memoized() != whole.Memoized() || first[0] != 0 {
-		t.Fatalf("joined memo holds %d entries from %v, the whole walk's %d", j.Memoized(), first, whole.Memoized())
-	}
-	sameMemo(t, "joined", j, joined.strs, whole, ref.strs)
 
-	// The second stretch's tail, forked from the join and from a walk from
-	// the start, decodes the same items.
-	items := func(w *Decoder, n uint64, strs []string) []string {
+	// Every counted entry, read again, is the whole walk's.
+	reread := func(s *internSink) func(from, to int64) *Decoder {
+		return func(from, to int64) *Decoder {
+			d := NewDecoder(bytes.NewReader(raw[from:to]), s, DefaultLimits)
+			d.Stretch(from, proto)
+			return d
+		}
+	}
+	read := func(s *internSink) func(id uint64) (Value, bool) {
+		return func(id uint64) (Value, bool) {
+			for _, c := range counted {
+				if id-c.First < c.Marks[len(c.Marks)-1].N {
+					return c.Reread(id, reread(s))
+				}
+			}
+			return Value{}, false
+		}
+	}
+	rs := &internSink{ids: map[string]uint64{}}
+	for id := first.Memoized(); id < n; id++ {
+		g, ok := read(rs)(id)
+		w, _ := whole.MemoValue(id)
+		if !ok || g.Kind != w.Kind || g.Kind == KindString && rs.strings[g.N] != wholeStrs.strings[w.N] || g.Kind != KindString && g.N != w.N {
+			t.Fatalf("memo id %d read again: %v, %v; the walk's %v", id, g, ok, w)
+		}
+	}
+
+	// The tail of the last stretch decodes as from a walk from the start.
+	lazyReads := 0
+	items := func(w *Decoder, strs []string, n uint64, read func(*internSink) func(uint64) (Value, bool)) []string {
 		s := newTreeSink()
 		s.strs = append(s.strs, strs...)
-		d := NewDecoder(bytes.NewReader(raw[firstBatch[1]:]), s, DefaultLimits)
-		w.Fork(d, firstBatch[1], n)
+		d := NewDecoder(bytes.NewReader(raw[batches[2]:]), s, DefaultLimits)
+		var r func(uint64) (Value, bool)
+		if read != nil {
+			is := &internSink{ids: map[string]uint64{}}
+			rr := read(is)
+			r = func(id uint64) (Value, bool) {
+				lazyReads++
+				v, ok := rr(id)
+				if v.Kind == KindString {
+					v, _ = s.String([]byte(is.strings[v.N]), false)
+				}
+				return v, ok
+			}
+		}
+		if err := w.Fork(d, batches[2], n, r); err != nil {
+			t.Fatal(err)
+		}
 		h, _, err := d.DecodeTail(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -458,18 +532,17 @@ func TestStretchesJoin(t *testing.T) {
 		}
 		return out
 	}
-	headSink := newTreeSink()
-	head := NewDecoder(bytes.NewReader(raw), headSink, DefaultLimits)
-	if _, err := head.Walk(firstBatch[1]); err != nil {
-		t.Fatal(err)
+	head, headStrs := memoizedAt(batches[2])
+	if head.Memoized() != atBatch[2] {
+		t.Fatalf("at the last stretch's batch: %d entries counted, %d walked from the start", atBatch[2], head.Memoized())
 	}
-	if first[1]+atBatch[1] != head.Memoized() {
-		t.Fatalf("at the second stretch's batch: %d + %d entries joined, %d walked from the start", first[1], atBatch[1], head.Memoized())
+	got := items(first, firstStrs.strings, atBatch[2], read)
+	want := items(head, headStrs.strings, head.Memoized(), nil)
+	if len(got) < 1000 || !reflect.DeepEqual(got, want) {
+		t.Errorf("tail from the counted stretches: %d items, from a walk: %d", len(got), len(want))
 	}
-	got := items(j, first[1]+atBatch[1], joined.strs)
-	want := items(head, head.Memoized(), headSink.strs)
-	if len(got) == 0 || !reflect.DeepEqual(got, want) {
-		t.Errorf("tail from the join: %d items, from a walk: %d", len(got), len(want))
+	if lazyReads < 100 {
+		t.Errorf("the tail read %d entries of the counted stretches, want its memo reads of them", lazyReads)
 	}
 }
 
