@@ -66,14 +66,14 @@ type splitCuts func(size int64, n int) []int64
 const walkCost = 0.32
 
 // countCost is what counting a byte's memo entries costs against decoding
-// it, beside a decoder. Alone, counting the stretch a 2-core decode of the
-// 996 MB bench file walked took a third of walking it (101-105 against
-// 295-298 ms), but beside the head, both reading the file, it took 153-171
-// ms for 473 MB while the head decoded 0.96 ms a MB: 0.34-0.38. Cuts from
-// 0.25, 0.33 and 0.4 decoded that file on 2 cores in 0.55-0.57, 0.53-0.56
-// and 0.54-0.56 s (3 of 4 runs each, the fourth slower in all; dev VM,
-// 2026-12-07).
-const countCost = 0.33
+// it, beside a decoder. Alone, counting (trace entries a dict at once, as
+// the walk takes them) runs at 4.0 GB/s on the bench seed where the walk
+// runs at 3.0 (BenchmarkCount, BenchmarkWalk). Beside the head, both
+// reading the file, it counted the 428 MB of a 2-core decode of the 996 MB
+// bench file in 110-112 ms while the head decoded 0.95 ms a MB: 0.27.
+// Cuts from 0.28 and 0.33 decoded that file in the same 0.57-0.60 s (dev
+// VM, 4 runs each in turns, 2026-12-07).
+const countCost = 0.28
 
 // balancedCuts makes the parts end together. The tails start once the
 // walkers are done, while the head decodes its part from the start, so

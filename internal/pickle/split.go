@@ -436,6 +436,15 @@ loop:
 			if k == scanStop {
 				break
 			}
+			if op == opEmptyDict && !w.byOpcode {
+				d.memo.n = n
+				if at, ok := d.walkEntry(buf, pos, limit); ok {
+					n = d.memo.n
+					last, pos = at, at+1
+					w.entries++
+					continue
+				}
+			}
 			last, pos = pos, pos+k
 			continue
 		}
@@ -499,8 +508,13 @@ func (d *Decoder) walkEntry(buf []byte, pos, limit int) (setItems int, ok bool) 
 	var puts [maxEntryPuts]uint32
 	puts[0] = placeholder(m.n)
 	nputs := 1
+	count := d.walk.count // a counting walk keeps no entry: it counts them
 	for p := pos + 3; p <= limit; {
 		if buf[p] == opSetItems {
+			if count {
+				m.n += uint64(nputs)
+				return p, true
+			}
 			// The entries go in the current chunk, as entry's do (the
 			// first chunk may have more room than its ids).
 			c := m.n >> memoChunkBits
@@ -541,7 +555,10 @@ func (d *Decoder) walkEntry(buf []byte, pos, limit int) (setItems int, ok bool) 
 			}
 			at := p
 			p += 2 + n
-			if buf[p] == opMemoize {
+			if buf[p] == opMemoize && count {
+				nputs++
+				p++
+			} else if buf[p] == opMemoize {
 				if nputs == len(puts) {
 					return 0, false
 				}

@@ -648,13 +648,22 @@ func TestWalkEntries(t *testing.T) {
 				strings []string
 				entries int
 			}
-			walkAll := func(byOpcode bool) walked {
+			type counted struct {
+				n     uint64
+				marks []Mark
+			}
+			var counts []counted
+			walkAll := func(byOpcode, count bool) walked {
 				s := &internSink{ids: map[string]uint64{}}
 				d := NewDecoder(bytes.NewReader(raw[from:]), s, DefaultLimits)
 				if from > 0 {
 					d.Stretch(from, proto)
 				} else {
 					d.walk = &walk{last: -1}
+				}
+				if count {
+					d.Counting()
+					defer func() { counts = append(counts, counted{d.Memoized(), d.Marks()}) }()
 				}
 				d.walk.byOpcode = byOpcode
 				var w walked
@@ -667,12 +676,15 @@ func TestWalkEntries(t *testing.T) {
 					w.splits = append(w.splits, off)
 				}
 				for id := range d.memo.n {
+					if count {
+						break // a count keeps no entry
+					}
 					w.memo = append(w.memo, *d.memo.slot(id))
 				}
 				w.strings, w.entries = s.strings, d.walk.entries
 				return w
 			}
-			got, want := walkAll(false), walkAll(true)
+			got, want := walkAll(false, false), walkAll(true, false)
 			if !errors.Is(got.end, ErrNoSplit) || !errors.Is(want.end, ErrNoSplit) {
 				t.Errorf("%s from %d: walks ended with %v and %v, want ErrNoSplit", name, from, got.end, want.end)
 			}
@@ -681,6 +693,17 @@ func TestWalkEntries(t *testing.T) {
 				t.Errorf("%s from %d: %d entries walked at once, %d splits, %d memo entries, %d strings; by opcode %d, %d, %d, %d",
 					name, from, got.entries, len(got.splits), len(got.memo), len(got.strings),
 					want.entries, len(want.splits), len(want.memo), len(want.strings))
+			}
+			// A counting walk, by entry or by opcode, stops where the walk
+			// does and counts what it memoized.
+			if from > 0 {
+				c, o := walkAll(false, true), walkAll(true, true)
+				if !slices.Equal(c.splits, want.splits) || !slices.Equal(o.splits, want.splits) ||
+					counts[0].n != uint64(len(want.memo)) || counts[1].n != counts[0].n || !slices.Equal(counts[0].marks, counts[1].marks) ||
+					c.entries == 0 || o.entries != 0 {
+					t.Errorf("%s from %d: counted %d (%d entries at once) and %d by opcode, %d and %d splits, %d and %d marks; the walk memoized %d, %d splits",
+						name, from, counts[0].n, c.entries, counts[1].n, len(c.splits), len(o.splits), len(counts[0].marks), len(counts[1].marks), len(want.memo), len(want.splits))
+				}
 			}
 			// An entry that runs past the end of the read buffer is walked
 			// opcode by opcode: about one a buffer (the 256 KiB buffers
