@@ -510,29 +510,29 @@ func startTails(src source, proto int, budget *pickle.SharedBudget, walks []chan
 	}
 	// The stretches whose memo the tails can have: up to the first not
 	// walked whole, which still has a tail if its walk reached its batch.
-	joined := 1
-	for joined < len(ws) && ws[joined-1].whole && ws[joined-1].d != nil {
-		joined++
+	usable := 1
+	for usable < len(ws) && ws[usable-1].whole && ws[usable-1].d != nil {
+		usable++
 	}
-	if ws[joined-1].start < 0 {
-		joined--
+	if ws[usable-1].start < 0 {
+		usable--
 	}
-	if joined < 2 {
+	if usable < 2 {
 		return
 	}
 	// The counted stretches' entries follow the first stretch's, one
 	// stretch after the other.
 	first := ws[0]
-	counted := make([]pickle.Counted, 0, joined-1)
+	counted := make([]pickle.Counted, 0, usable-1)
 	n := first.d.Memoized()
-	for _, w := range ws[1:joined] {
+	for _, w := range ws[1:usable] {
 		counted = append(counted, pickle.Counted{First: n, Marks: w.marks})
 		n += w.d.Memoized()
 	}
 	var ps []*part
 	var ds []*pickle.Decoder
 	var bs []*builder
-	for k := 1; k < joined; k++ {
+	for k := 1; k < usable; k++ {
 		w := ws[k]
 		if w.start < 0 || !tails[w.from] {
 			continue
