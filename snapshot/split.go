@@ -570,8 +570,9 @@ func startTails(src source, proto int, budget *pickle.SharedBudget, walks []chan
 // that holds one (pickle's Reread), each once: a tail of the 996 MB bench
 // file reads one of them at most, a tail of a real snapshot a few strings
 // (the file names of frames first seen there: bench/memo_refs.py). A tail
-// that would walk more than maxRereads frames fails, and the head decodes
-// its part.
+// that would walk more than maxReread bytes again fails, and the head
+// decodes its part: a stretch whose frames are far apart (one frame of a
+// hostile file) costs no more than that.
 type tailReads struct {
 	src     source
 	proto   int
@@ -579,20 +580,25 @@ type tailReads struct {
 	counted []pickle.Counted
 	b       *builder // the tail's: the strings read are its values
 	cache   map[uint64]pickle.Value
-	walked  int
+	walked  int64 // bytes walked again
 }
 
-const maxRereads = 1024
+// maxReread is what a tail may walk again: 1,024 of CPython's 64 KiB
+// frames.
+const maxReread = 64 << 20
 
 func (r *tailReads) read(id uint64) (pickle.Value, bool) {
 	if v, ok := r.cache[id]; ok {
 		return v, true
 	}
 	k := sort.Search(len(r.counted), func(k int) bool { return r.counted[k].First > id }) - 1
-	if k < 0 || r.walked == maxRereads {
+	if k < 0 {
 		return pickle.Value{}, false
 	}
-	r.walked++
+	from, to, ok := r.counted[k].Frame(id)
+	if r.walked += to - from; !ok || r.walked > maxReread {
+		return pickle.Value{}, false
+	}
 	wb := newBuilder()
 	v, ok := r.counted[k].Reread(id, func(from, to int64) *pickle.Decoder {
 		d := r.src.stretch(wb, r.proto, from, to)

@@ -325,3 +325,15 @@ func TestReadFile(t *testing.T) {
 	}
 
 }
+
+// A tail walks again at most maxReread bytes: an entry of a counted
+// stretch whose marks lie further apart (a stream with one frame) is not
+// read, and neither is one before the counted stretches.
+func TestTailReadsBounded(t *testing.T) {
+	r := &tailReads{counted: []pickle.Counted{{First: 10, Marks: []pickle.Mark{{Off: 100}, {Off: 100 + maxReread + 1, N: 5}}}}}
+	for _, id := range []uint64{5, 12} {
+		if v, ok := r.read(id); ok {
+			t.Errorf("entry %d read as %v", id, v)
+		}
+	}
+}

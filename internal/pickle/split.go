@@ -169,25 +169,39 @@ type Counted struct {
 	Marks []Mark
 }
 
+// Frame returns the bytes from..to between the marks around entry id of
+// c, where Reread walks: a frame, in a stream framed as CPython frames.
+func (c Counted) Frame(id uint64) (from, to int64, ok bool) {
+	if id < c.First {
+		return 0, 0, false
+	}
+	i := c.mark(id - c.First)
+	if i < 0 || i+1 >= len(c.Marks) {
+		return 0, 0, false
+	}
+	return c.Marks[i].Off, c.Marks[i+1].Off, true
+}
+
+// mark is the index of the last mark at or before the stretch's entry j.
+func (c Counted) mark(j uint64) int {
+	return sort.Search(len(c.Marks), func(i int) bool { return c.Marks[i].N > j }) - 1
+}
+
 // Reread returns entry id of c, which c must hold, as the walk of the
-// frame holding it stores it, its placeholder at its id in the stream:
-// walker(from, to) is the walker (Stretch) of the bytes from..to, whose
-// sink's numbers its strings are. ok is false where that walk stops
+// frame holding it (Frame) stores it, its placeholder at its id in the
+// stream: walker(from, to) is the walker (Stretch) of the bytes from..to,
+// whose sink's numbers its strings are. ok is false where that walk stops
 // before the entry, as a walk of the whole stretch would have. The walker
 // leaves its budget when done.
 func (c Counted) Reread(id uint64, walker func(from, to int64) *Decoder) (Value, bool) {
-	if id < c.First {
+	from, to, ok := c.Frame(id)
+	if !ok {
 		return Value{}, false
 	}
-	ms, j := c.Marks, id-c.First
-	i := sort.Search(len(ms), func(i int) bool { return ms[i].N > j }) - 1
-	if i < 0 || i+1 >= len(ms) {
-		return Value{}, false
-	}
-	d := walker(ms[i].Off, ms[i+1].Off)
+	d := walker(from, to)
 	defer d.LeaveBudget()
 	d.Walk(math.MaxInt64) // ErrNoSplit at the end, or where it stops
-	v, ok := d.MemoValue(j - ms[i].N)
+	v, ok := d.MemoValue(id - c.First - c.Marks[c.mark(id-c.First)].N)
 	if v.Kind == KindForeign {
 		v.N = id
 	}
