@@ -574,25 +574,24 @@ func (d *Decoder) walkEntry(buf []byte, pos, limit int) (setItems int, ok bool) 
 			}
 			at := p
 			p += 2 + n
-			if buf[p] == opMemoize && count {
-				nputs++
-				p++
-			} else if buf[p] == opMemoize {
+			if buf[p] == opMemoize {
 				if nputs == len(puts) {
 					return 0, false
 				}
-				k, keep := &d.walk.str, d.records != nil
-				v, ok := k.get(buf[at+2:], n, 1, keep)
-				if !ok {
-					if v, ok = d.internString(k, buf[at+2:], n, 1, keep); !ok {
-						return 0, false // scanFast reports it
+				if !count {
+					k, keep := &d.walk.str, d.records != nil
+					v, ok := k.get(buf[at+2:], n, 1, keep)
+					if !ok {
+						if v, ok = d.internString(k, buf[at+2:], n, 1, keep); !ok {
+							return 0, false // scanFast reports it
+						}
 					}
+					u, ok := packNarrow(v)
+					if !ok {
+						return 0, false
+					}
+					puts[nputs] = u
 				}
-				u, ok := packNarrow(v)
-				if !ok {
-					return 0, false
-				}
-				puts[nputs] = u
 				nputs++
 				p++
 			}

@@ -610,6 +610,32 @@ func TestStretchRefuses(t *testing.T) {
 	}
 }
 
+// A dict with more memoized values than an entry walked at once can note
+// is walked opcode by opcode, counting or not, and counted as such: no
+// note past the entry's room.
+func TestCountEntryRoom(t *testing.T) {
+	b := []byte{opNone, opPop, opEmptyDict, opMemoize, opMark}
+	for k := range maxEntryPuts + 2 {
+		b = append(b, opBinGet, byte(k), opShortBinUnicode, 1, 'a', opMemoize)
+	}
+	b = append(b, opBinGet, 0, opEmptyList, opMemoize, opSetItems, opPop)
+	b = append(b, bytes.Repeat([]byte{opNone, opPop}, 16)...)
+	counts := map[bool]uint64{}
+	for _, byOpcode := range []bool{false, true} {
+		d := NewDecoder(bytes.NewReader(b), nopSink{}, DefaultLimits)
+		d.Stretch(100, 4)
+		d.Counting()
+		d.walk.byOpcode = byOpcode
+		if _, err := d.Walk(math.MaxInt64); !errors.Is(err, ErrNoSplit) || !d.AtEnd() {
+			t.Fatalf("by opcode %v: %v at %d of %d", byOpcode, err, d.Offset(), len(b))
+		}
+		counts[byOpcode] = d.Memoized()
+	}
+	if want := uint64(maxEntryPuts + 4); counts[false] != want || counts[true] != want {
+		t.Errorf("counted %d at once and %d by opcode, want %d", counts[false], counts[true], want)
+	}
+}
+
 // internSink numbers the strings it is given in order, as a walker's
 // builder interns them, and keeps them.
 type internSink struct {
