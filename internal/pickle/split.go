@@ -264,13 +264,7 @@ func (d *Decoder) scan(from int64) (int64, error) {
 		if d.pos == d.end {
 			return 0, ErrNoSplit
 		}
-		var err error
-		if w.count {
-			err = d.scanCount(w, from)
-		} else {
-			err = d.scanFast(w, from)
-		}
-		if err != nil || w.done {
+		if err := d.scanFast(w, from); err != nil || w.done {
 			return d.Offset(), err
 		}
 		if d.pos == d.end {
@@ -341,12 +335,16 @@ func (d *Decoder) memoize(w *walk, id uint64) error {
 // scanFast walks the buffered opcodes that need no refill, stopping at any
 // other. Most opcodes only need their length: the value MEMOIZE stores is
 // decoded then, from the opcode before it, so the loop is mostly a compare
-// or a table lookup per opcode.
+// or a table lookup per opcode. A counting walk (Counting) stores nothing
+// but counts, and notes each frame's start with the count there: taking
+// trace entries a dict at once too, BenchmarkCount counts the bench seed
+// at 4.0 GB/s where BenchmarkWalk walks it at 3.0 (3.5 opcode by opcode).
 func (d *Decoder) scanFast(w *walk, from int64) error {
 	buf, pos := d.buf[:d.end], d.pos
 	limit, stopAt := d.end-16, int(max(from-d.base, 0))
 	last := -1 // position of the last opcode but FRAME and MEMOIZE; -1: w's
 	m := &d.memo
+	count := w.count
 	var err error
 loop:
 	for pos <= limit {
@@ -399,11 +397,25 @@ loop:
 			}
 			last, pos = pos, pos+n
 		case scanFrame:
+			if count {
+				w.marks = append(w.marks, Mark{Off: d.base + int64(pos), N: m.n})
+			}
 			pos += 9
 		case scanMemoize:
+			if count && last >= 0 {
+				// A count refuses what a walk would store as a copy of a
+				// memo read, an entry this stretch cannot number.
+				if op := buf[last]; op == opBinGet || op == opLongBinGet {
+					err = ErrNoSplit
+					break loop
+				}
+				m.n++
+				pos++
+				break
+			}
 			// scanStep stores it from the walk's top when the opcode before
 			// is not in this buffer, the value does not pack, or the chunk
-			// is full.
+			// is full (a count has none).
 			c := m.n >> memoChunkBits
 			if last < 0 || m.sparse != nil || m.n > payloadMask || c >= uint64(len(m.chunks)) || len(m.chunks[c]) == cap(m.chunks[c]) {
 				break loop
@@ -422,90 +434,6 @@ loop:
 		// The bytes before pos may be gone after a refill: keep the top.
 		w.prev, w.blind = buf[last], false
 		w.top, w.topIs, err = d.valueAt(buf, last)
-	}
-	d.pos = pos
-	return err
-}
-
-// scanCount is scanFast for a counting walk (Counting): it stores no memo
-// entry but counts them, and notes each frame's start with the count
-// there. It refuses what scanFast would, a MEMOIZE that copies a memo
-// read, and leaves scanStep the rest. Trace entries it takes a dict at
-// once (walkEntry): BenchmarkCount counts the bench seed at 4.0 GB/s,
-// where BenchmarkWalk walks it at 3.0 (3.5 opcode by opcode).
-func (d *Decoder) scanCount(w *walk, from int64) error {
-	buf, pos := d.buf[:d.end], d.pos
-	limit, stopAt := d.end-16, int(max(from-d.base, 0))
-	last := -1 // position of the last opcode but FRAME and MEMOIZE; -1: w's
-	n := d.memo.n
-	var err error
-loop:
-	for pos <= limit {
-		op := buf[pos]
-		if op == opLongBinGet {
-			last, pos = pos, pos+5
-			continue
-		}
-		if op == opBinGet || op == opBinInt1 {
-			last, pos = pos, pos+2
-			continue
-		}
-		k := int(scanLen[op])
-		if k < scanMark {
-			if k == scanStop {
-				break
-			}
-			if op == opEmptyDict && !w.byOpcode {
-				d.memo.n = n
-				if at, ok := d.walkEntry(buf, pos, limit); ok {
-					n = d.memo.n
-					last, pos = at, at+1
-					w.entries++
-					continue
-				}
-			}
-			last, pos = pos, pos+k
-			continue
-		}
-		switch k {
-		case scanMark:
-			prev := w.prev
-			if last >= 0 {
-				prev = buf[last]
-			}
-			if pos >= stopAt && prev == opAppends {
-				w.done = true
-				break loop
-			}
-			last = pos
-			pos++
-		case scanShort:
-			k = 2 + int(buf[pos+1])
-			if pos+k >= len(buf) {
-				break loop // not buffered whole
-			}
-			last, pos = pos, pos+k
-		case scanFrame:
-			w.marks = append(w.marks, Mark{Off: d.base + int64(pos), N: n})
-			pos += 9
-		case scanMemoize:
-			if last < 0 {
-				break loop // scanStep decides by the walk's top
-			}
-			if op := buf[last]; op == opBinGet || op == opLongBinGet {
-				err = ErrNoSplit // a copy of an entry this stretch cannot number
-				break loop
-			}
-			n++
-			pos++
-		}
-	}
-	d.memo.n = n
-	if last >= 0 {
-		w.prev, w.blind, w.topIs = buf[last], false, topOther
-		if op := buf[last]; op == opBinGet || op == opLongBinGet {
-			w.topIs = topMemo
-		}
 	}
 	d.pos = pos
 	return err
