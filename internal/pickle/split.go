@@ -172,19 +172,21 @@ type Counted struct {
 // Frame returns the bytes from..to between the marks around entry id of
 // c, where Reread walks: a frame, in a stream framed as CPython frames.
 func (c Counted) Frame(id uint64) (from, to int64, ok bool) {
-	if id < c.First {
-		return 0, 0, false
-	}
-	i := c.mark(id - c.First)
-	if i < 0 || i+1 >= len(c.Marks) {
+	i, ok := c.frame(id)
+	if !ok {
 		return 0, 0, false
 	}
 	return c.Marks[i].Off, c.Marks[i+1].Off, true
 }
 
-// mark is the index of the last mark at or before the stretch's entry j.
-func (c Counted) mark(j uint64) int {
-	return sort.Search(len(c.Marks), func(i int) bool { return c.Marks[i].N > j }) - 1
+// frame is the index of the last mark at or before entry id of c, which
+// ok says c holds.
+func (c Counted) frame(id uint64) (int, bool) {
+	if id < c.First {
+		return 0, false
+	}
+	i := sort.Search(len(c.Marks), func(i int) bool { return c.Marks[i].N > id-c.First }) - 1
+	return i, i >= 0 && i+1 < len(c.Marks)
 }
 
 // Reread returns entry id of c, which c must hold, as the walk of the
@@ -194,14 +196,14 @@ func (c Counted) mark(j uint64) int {
 // before the entry, as a walk of the whole stretch would have. The walker
 // leaves its budget when done.
 func (c Counted) Reread(id uint64, walker func(from, to int64) *Decoder) (Value, bool) {
-	from, to, ok := c.Frame(id)
+	i, ok := c.frame(id)
 	if !ok {
 		return Value{}, false
 	}
-	d := walker(from, to)
+	d := walker(c.Marks[i].Off, c.Marks[i+1].Off)
 	defer d.LeaveBudget()
 	d.Walk(math.MaxInt64) // ErrNoSplit at the end, or where it stops
-	v, ok := d.MemoValue(id - c.First - c.Marks[c.mark(id-c.First)].N)
+	v, ok := d.MemoValue(id - c.First - c.Marks[i].N)
 	if v.Kind == KindForeign {
 		v.N = id
 	}
