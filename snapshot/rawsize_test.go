@@ -25,6 +25,9 @@ func compressedFile(t *testing.T, dir, format string, raw []byte) (*os.File, int
 	case "zstd":
 		enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
 		buf.Write(enc.EncodeAll(raw, nil))
+	case "zstd-long": // a window wider than the content, as `zstd --long` writes
+		enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithWindowSize(32<<20), zstd.WithSingleSegment(false))
+		buf.Write(enc.EncodeAll(raw, nil))
 	case "zstd-stream":
 		w, _ := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedFastest))
 		for b := raw; len(b) > 0; b = b[min(len(b), 1<<16):] {

@@ -7,6 +7,9 @@ import (
 	"os"
 	"runtime/debug"
 	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/vramscope/vramscope/internal/tempfile"
 )
@@ -86,7 +89,9 @@ func tempPays(magic []byte, est, window int64, cores int) bool {
 // --long=27` (a 128 MiB window) as streams peaked at 0.87x the content
 // (288 MB), 0.58x (603 MB) and 0.49x (996 MB), on 2 cores of the dev VM.
 // By way of a temporary file the window is let go before the decode
-// starts: 0.55x (the window alone, as it decompresses), 0.48x and 0.49x.
+// starts: 0.55x (the window alone, as it decompresses), 0.48x and 0.49x,
+// and there is no window beside the output where that is written through
+// a mapping (decompressMapped): 0.48x for the 288 MB file.
 // That costs the file's writing (there 2.75-3.6 s became 3.6-4.6 s for
 // the 603 MB file, and 4.7-5.0 s would have been 7.8-9.5 s for the 996 MB
 // one), so narrower windows stay streams.
@@ -112,6 +117,16 @@ func decompressTemp(f *os.File, size int64, head []byte, est int64, dir string, 
 			file.Close()
 		}
 	}()
+	if ZstdWindow(head) > est/wideShare {
+		// Here the window is what memory the decompression takes. A
+		// narrower one goes faster as a stream: on 4 goroutines of the
+		// 2-core dev VM, analyze of the 996 MB bench file as `zstd -3`
+		// took 3.40-3.72 s mapped against 3.39-3.59 s, with 1 s more of
+		// system time.
+		if raw, mapped, ok := decompressMapped(f, size, file, est, progress); mapped {
+			return file, raw, ok
+		}
+	}
 	var in io.ReaderAt = f
 	if progress != nil {
 		in = progressReaderAt{f, progress, new(atomic.Int64)}
@@ -131,3 +146,115 @@ func decompressTemp(f *os.File, size int64, head []byte, est int64, dir string, 
 	}
 	return file, raw, true
 }
+
+// decompressMapped decompresses the zstd file f of size bytes into the
+// empty file out, through mappings of both: the decoder's history is the
+// output itself (zstd's DecodeAll), so no window lies in the process's
+// memory beside it, however wide the stream's. A stream decoder keeps its
+// window, 128 MiB for `zstd --long`, which is 0.47 of a 288 MB bench
+// file: analyze of that file so compressed peaked at 0.55x it by way of a
+// temporary file written from the stream (2-core dev VM). The output's
+// pages are let go behind the writer as it goes (mapping.written), and
+// the decoder maps again those its matches read. mapped is false, with
+// nothing written, where the files cannot be mapped: the caller then
+// writes the stream. ok is false where the stream is damaged, or its
+// content passes twice est, its estimated size (the file is mapped that
+// long, and sparse past the content).
+func decompressMapped(f *os.File, size int64, out *os.File, est int64, progress func(off int64)) (raw int64, mapped, ok bool) {
+	limit := 2 * est
+	in, err := mapFile(f, size)
+	if err != nil {
+		return 0, false, false
+	}
+	defer in.close()
+	m, err := mapOutput(out, limit)
+	if err != nil {
+		_ = out.Truncate(0) // the stream is written from the start
+		return 0, false, false
+	}
+	defer m.close()
+	// The output is bounded by the mapping (the cap limit), not by a
+	// memory limit, which would bound the window too: a pzstd frame's
+	// window may pass its content.
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(uint64(MaxWindow(size))), zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		return 0, true, false
+	}
+	defer dec.Close()
+
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		trimBehind(m, in, est, stop, progress)
+	}()
+	b, err := decodeInto(dec, in.b, m.b)
+	close(stop)
+	<-stopped // before the mappings go: it releases pages of theirs
+	// With the cap limit DecodeAll never grows b past the mapping.
+	if err != nil || len(b) == 0 || &b[:1][0] != &m.b[0] {
+		return 0, true, false
+	}
+	raw = int64(len(b))
+	if progress != nil {
+		progress(size)
+	}
+	m.release(0, raw)
+	if out.Truncate(raw) != nil {
+		return 0, true, false
+	}
+	return raw, true, true
+}
+
+// decodeInto decompresses in, all of a zstd stream, into out from its
+// start, and returns what it wrote (a prefix of out, or a copy where out
+// was too short without dec's cap limit). A memory fault there, the input
+// cut short while it is read or no room left on the disk under the
+// output, is an error, not a crash.
+func decodeInto(dec *zstd.Decoder, in, out []byte) (b []byte, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = faultError(r)
+		}
+	}()
+	return dec.DecodeAll(in, out[:0:len(out)])
+}
+
+// trimBehind lets go the pages of the output mapping out that a writer
+// filling it from the start has passed, and those of the input mapping in
+// in proportion to est, the content's estimated size, every trimEvery
+// until stop closes, telling progress (if not nil) how much of the input
+// that makes. Both stay in the page cache: a match that reads back maps
+// its page again.
+func trimBehind(out, in *mapping, est int64, stop <-chan struct{}, progress func(off int64)) {
+	size := int64(len(in.b))
+	tick := time.NewTicker(trimEvery)
+	defer tick.Stop()
+	vec := make([]byte, trimAhead/int64(os.Getpagesize()))
+	at := int64(0)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		at = out.written(at, vec)
+		out.release(0, at-trimKeep)
+		read := min(size, int64(float64(size)*float64(at)/float64(est)))
+		in.release(0, read-trimKeep)
+		if progress != nil {
+			progress(read)
+		}
+	}
+}
+
+// trimEvery, trimKeep and trimAhead pace trimBehind: zstd decompresses at
+// 1-3 GB/s, so a tick passes some 20-60 MB of output, and the last
+// trimKeep bytes before the writer stay mapped. Ticks of 50 ms left 108-112
+// MB mapped at once, and of 100 ms 156-158 MB, against 78 MB, for the
+// 288 MB file of decompressMapped in the same time.
+const (
+	trimEvery = 20 * time.Millisecond
+	trimKeep  = 8 << 20
+	trimAhead = 1 << 30 // the most a tick looks ahead of the last
+)
