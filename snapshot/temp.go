@@ -91,7 +91,7 @@ func tempPays(magic []byte, est, window int64, cores int) bool {
 // By way of a temporary file the window is let go before the decode
 // starts: 0.55x (the window alone, as it decompresses), 0.48x and 0.49x,
 // and there is no window beside the output where that is written through
-// a mapping (decompressMapped): 0.48x for the 288 MB file.
+// a mapping (decompressMapped): 0.49-0.50x for the 288 MB file.
 // That costs the file's writing (there 2.75-3.6 s became 3.6-4.6 s for
 // the 603 MB file, and 4.7-5.0 s would have been 7.8-9.5 s for the 996 MB
 // one), so narrower windows stay streams.
@@ -250,9 +250,9 @@ func trimBehind(out, in *mapping, est int64, stop <-chan struct{}, progress func
 
 // trimEvery, trimKeep and trimAhead pace trimBehind: zstd decompresses at
 // 1-3 GB/s, so a tick passes some 20-60 MB of output, and the last
-// trimKeep bytes before the writer stay mapped. Ticks of 50 ms left 108-112
-// MB mapped at once, and of 100 ms 156-158 MB, against 78 MB, for the
-// 288 MB file of decompressMapped in the same time.
+// trimKeep bytes before the writer stay mapped. With ticks of 50 ms the
+// decompression of decompressMapped's 288 MB file peaked at 107-112
+// thousand KiB, and of 100 ms at 156-158, against 77-79, in the same time.
 const (
 	trimEvery = 20 * time.Millisecond
 	trimKeep  = 8 << 20
