@@ -15,15 +15,7 @@ import (
 // split in place to the sequential snapshot, with its passed pages let go.
 func TestReadMapped(t *testing.T) {
 	raw := readRaw(t, "../testdata/scenarios/out/bench_source/bench_source.pickle.gz")
-	path := filepath.Join(t.TempDir(), "seed.pickle")
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, path := fileOf(t, t.TempDir(), "seed.pickle", raw)
 	m, err := mapFile(f, int64(len(raw)))
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +131,7 @@ func TestDecompressMapped(t *testing.T) {
 	}
 	defer pz.Close()
 	pzInfo, _ := pz.Stat()
-	damaged, _ := copied(t, f, size, func(b []byte) { b[len(b)/2] ^= 0xff })
+	damaged, _ := copied(t, f, size, flipMiddle)
 	for _, tc := range []struct {
 		name string
 		f    *os.File
@@ -175,27 +167,6 @@ func TestDecompressMapped(t *testing.T) {
 		}
 		out.Close()
 	}
-}
-
-// copied is a copy of the size bytes of f, changed by edit, open, and
-// its path.
-func copied(t *testing.T, f *os.File, size int64, edit func([]byte)) (*os.File, string) {
-	t.Helper()
-	b := make([]byte, size)
-	if _, err := f.ReadAt(b, 0); err != nil {
-		t.Fatal(err)
-	}
-	edit(b)
-	path := filepath.Join(t.TempDir(), "copy.zst")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, path
 }
 
 // A zstd file cut short while it is mapped makes the decompression's

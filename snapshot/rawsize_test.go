@@ -35,8 +35,16 @@ func compressedFile(t *testing.T, dir, format string, raw []byte) (*os.File, int
 		}
 		w.Close()
 	}
-	path := filepath.Join(dir, "in.pickle."+format)
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	f, _ := fileOf(t, dir, "in.pickle."+format, buf.Bytes())
+	return f, int64(buf.Len())
+}
+
+// fileOf is a new file named name in dir that holds b, open until the
+// test ends, and its path.
+func fileOf(t *testing.T, dir, name string, b []byte) (*os.File, string) {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(path)
@@ -44,8 +52,23 @@ func compressedFile(t *testing.T, dir, format string, raw []byte) (*os.File, int
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return f, int64(buf.Len())
+	return f, path
 }
+
+// copied is a copy of the size bytes of f, changed by edit, open, and
+// its path.
+func copied(t *testing.T, f *os.File, size int64, edit func([]byte)) (*os.File, string) {
+	t.Helper()
+	b := make([]byte, size)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		t.Fatal(err)
+	}
+	edit(b)
+	return fileOf(t, t.TempDir(), "copy"+filepath.Ext(f.Name()), b)
+}
+
+// flipMiddle damages a stream: its middle byte flipped.
+func flipMiddle(b []byte) { b[len(b)/2] ^= 0xff }
 
 // RawSize gives a raw file's size, a gzip stream's from its trailer, a
 // zstd stream's from its frame header or, where the header has none, from
@@ -69,12 +92,7 @@ func TestRawSize(t *testing.T) {
 		var size int64
 		switch tc.format {
 		case "":
-			path := filepath.Join(dir, "raw.pickle")
-			if err := os.WriteFile(path, tc.raw, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			f, _ = os.Open(path)
-			defer f.Close()
+			f, _ = fileOf(t, dir, "raw.pickle", tc.raw)
 			size = int64(len(tc.raw))
 		default:
 			f, size = compressedFile(t, dir, tc.format, tc.raw)

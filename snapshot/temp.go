@@ -80,7 +80,7 @@ func tempPays(magic []byte, est, window int64, cores int) bool {
 	if bytes.HasPrefix(magic, gzipMagic) {
 		parts = 8
 	}
-	return Compressed(magic) && est >= splitMin && (decodeParts(est, cores) >= parts || window > est/wideShare)
+	return Compressed(magic) && est >= splitMin && (decodeParts(est, cores) >= parts || wide(window, est))
 }
 
 // wideShare: a zstd window over 1/wideShare of the content is wide. A
@@ -96,6 +96,10 @@ func tempPays(magic []byte, est, window int64, cores int) bool {
 // the 603 MB file, and 4.7-5.0 s would have been 7.8-9.5 s for the 996 MB
 // one), so narrower windows stay streams.
 const wideShare = 6
+
+// wide reports whether a zstd window of window bytes is wide for a content
+// of est bytes (wideShare).
+func wide(window, est int64) bool { return window > est/wideShare }
 
 // decompressTemp decompresses the compressed file f of size bytes, which
 // starts with head (streamHead) and whose content is estimated at est
@@ -117,7 +121,7 @@ func decompressTemp(f *os.File, size int64, head []byte, est int64, dir string, 
 			file.Close()
 		}
 	}()
-	if ZstdWindow(head) > est/wideShare {
+	if wide(ZstdWindow(head), est) {
 		// Here the window is what memory the decompression takes. A
 		// narrower one goes faster as a stream: on 4 goroutines of the
 		// 2-core dev VM, analyze of the 996 MB bench file as `zstd -3`
@@ -190,7 +194,8 @@ func decompressMapped(f *os.File, size int64, out *os.File, est int64, progress 
 	b, err := decodeInto(dec, in.b, m.b)
 	close(stop)
 	<-stopped // before the mappings go: it releases pages of theirs
-	// With the cap limit DecodeAll never grows b past the mapping.
+	// With the cap limit DecodeAll never moves b off the mapping; a b
+	// elsewhere would leave the file without the content.
 	if err != nil || len(b) == 0 || &b[:1][0] != &m.b[0] {
 		return 0, true, false
 	}

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"bytes"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -98,15 +97,7 @@ func TestDecompressTemp(t *testing.T) {
 func TestDecompressTempRefuses(t *testing.T) {
 	raw := readRaw(t, "testdata/format/train.pickle")
 	f, size := compressedFile(t, t.TempDir(), "gzip", raw)
-	damaged, _ := compressedFile(t, t.TempDir(), "gzip", raw)
-	b, _ := io.ReadAll(damaged)
-	b[len(b)/2] ^= 0xff
-	path := filepath.Join(t.TempDir(), "damaged.pickle.gz")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	damaged, _ = os.Open(path)
-	defer damaged.Close()
+	damaged, _ := copied(t, f, size, flipMiddle)
 	for _, tc := range []struct {
 		name string
 		f    *os.File
