@@ -35,7 +35,7 @@ func (a *Analyzer) traceFindings(sn *snapshot.Snapshot, tls []*replay.Timeline, 
 		var made breakdown.Report
 		var wg sync.WaitGroup
 		wg.Go(func() { leaks = diagnose.Leak(sn, tl, steps[tl.Device], a.filter).Findings() })
-		wg.Go(func() { made = events[tl.Device].Classify(tl).Report(steps[tl.Device]) })
+		wg.Go(func() { made = events[tl.Device].Report(tl, steps[tl.Device]) })
 		r, err := diagnose.ExplainAdvising(sn, tl, a.filter, advised...)
 		wg.Wait()
 		if err != nil {

@@ -162,7 +162,13 @@ func ReadEvents(sn *snapshot.Snapshot, device int, tr snapshot.Trace, opts Optio
 // over the allocations runs in ranges on every core; each range interns
 // its own labels in the order it meets them, and the ranges' labels are
 // merged in range order, so the labels and their order are one core's.
-func (ev *Events) Classify(tl *replay.Timeline) *Breakdown {
+func (ev *Events) Classify(tl *replay.Timeline) *Breakdown { return ev.classify(tl, nil) }
+
+// classify labels the allocations only of tl (ascending), or every one
+// where only is nil, as Classify does. A Breakdown labelled in part
+// answers only for those, and lists only the user's categories they
+// have: Report's, which labels the blocks its moments count.
+func (ev *Events) classify(tl *replay.Timeline, only []int32) *Breakdown {
 	if tl.Device != ev.device || tl.Trace != ev.tr {
 		ev = ReadEvents(ev.sn, tl.Device, tl.Trace, ev.opts)
 	}
@@ -181,12 +187,23 @@ func (ev *Events) Classify(tl *replay.Timeline) *Breakdown {
 	c.findWorkspaces()
 
 	b := &Breakdown{Device: tl.Device, sn: ev.sn, tl: tl, filter: ev.opts.Filter, scan: diagnose.NewBackwardScan(ev.sn, tl.Trace, ev.opts.Filter), of: make([]uint32, n), sites: map[snapshot.StackID]string{}}
-	bounds := parallel.Ranges(n, rangeLen)
+	m := n
+	if only != nil {
+		m = len(only)
+	}
+	alloc := func(j int) int { // the j-th allocation labelled
+		if only == nil {
+			return j
+		}
+		return int(only[j])
+	}
+	bounds := parallel.Ranges(m, rangeLen)
 	parts := make([]labeller, len(bounds)-1)
 	parallel.Do(bounds, func(p, lo, hi int) {
 		l := &parts[p]
 		*l = labeller{c: c, index: map[Label]uint32{}, decided: map[facts]uint32{}, last: -1}
-		for k := lo; k < hi; k++ {
+		for j := lo; j < hi; j++ {
+			k := alloc(j)
 			a := tl.Allocation(k)
 			b.of[k] = l.labelOf(&a, k)
 		}
@@ -210,7 +227,8 @@ func (ev *Events) Classify(tl *replay.Timeline) *Breakdown {
 		if p == 0 {
 			return
 		}
-		for k := lo; k < hi; k++ {
+		for j := lo; j < hi; j++ {
+			k := alloc(j)
 			b.of[k] = remap[p][b.of[k]]
 		}
 	})

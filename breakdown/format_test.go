@@ -74,7 +74,7 @@ func TestSweepAgainstReplay(t *testing.T) {
 				}
 				at = append(at, tl.Len()-1)
 				one := make([]int, len(b.labels))
-				for j, bytes := range b.sweep(at, one, 1) {
+				for j, bytes := range b.sweep(at, spans(tl, at), one, 1) {
 					if want := tl.Value(replay.Allocated, at[j]); bytes[0] != want {
 						t.Fatalf("device %d, event %d: swept %d bytes, replay %d", n, at[j], bytes[0], want)
 					}

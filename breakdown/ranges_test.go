@@ -50,11 +50,11 @@ func TestStepPeaksAndReportInRanges(t *testing.T) {
 	for d := range replaytest.Fixtures(t) {
 		sn, tl, file, n := d.Sn, d.Tl, d.File, d.Tl.Device
 		steps := diagnose.DetectSteps(sn, tl, f)
-		b := Classify(sn, tl, Options{})
+		ev := ReadEvents(sn, tl.Device, tl.Trace, Options{})
 		rangeLen = 1 << 30
-		one, oneReport := StepPeaks(tl, steps), b.Report(steps)
+		one, oneReport := StepPeaks(tl, steps), ev.Report(tl, steps)
 		rangeLen = 1
-		many, manyReport := StepPeaks(tl, steps), b.Report(steps)
+		many, manyReport := StepPeaks(tl, steps), ev.Report(tl, steps)
 		if !slices.Equal(one, many) {
 			t.Errorf("%s device %d: step peaks in ranges differ from those of one range", file, n)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vramscope/vramscope/diagnose"
 	"github.com/vramscope/vramscope/internal/units"
+	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
@@ -32,36 +33,76 @@ type Report struct {
 	endSites map[string]map[Category]int64
 }
 
-// Report takes b's totals at the peak, the end and each of steps.
-func (b *Breakdown) Report(steps diagnose.Steps) Report {
-	r := Report{Device: b.Device, Steps: []Summary{}}
-	peaks := StepPeaks(b.tl, steps)
+// moments are the moments a Report sums at: the peak, the end and the
+// steps' peaks it keeps (ats), then the ends of the first and the last
+// step where there are two or more (ends).
+type moments struct {
+	ats     []At
+	ends    []int
+	omitted int // the steps' peaks left out
+	steps   int // how many steps there are
+}
+
+func reportMoments(tl *replay.Timeline, steps diagnose.Steps) moments {
+	m := moments{steps: len(steps.Steps)}
+	peaks := StepPeaks(tl, steps)
 	if len(peaks) > maxStepSummaries {
-		r.StepsOmitted = len(peaks) - maxStepSummaries
+		m.omitted = len(peaks) - maxStepSummaries
 		peaks = append(peaks[:maxStepSummaries/2], peaks[len(peaks)-maxStepSummaries/2:]...)
 	}
-	ats := append([]At{Peak(b.tl), End(b.tl)}, peaks...)
-	var ends []int
-	if n := len(steps.Steps); n >= 2 {
-		ends = []int{steps.Steps[0].End - 1, steps.Steps[n-1].End - 1}
+	m.ats = append([]At{Peak(tl), End(tl)}, peaks...)
+	if m.steps >= 2 {
+		m.ends = []int{steps.Steps[0].End - 1, steps.Steps[m.steps-1].End - 1}
 	}
-	events := make([]int, 0, len(ats)+len(ends))
-	for _, a := range ats {
+	return m
+}
+
+// events are the moments' events: the ats', then the ends.
+func (m moments) events() []int {
+	events := make([]int, 0, len(m.ats)+len(m.ends))
+	for _, a := range m.ats {
 		events = append(events, a.Event)
 	}
-	events = append(events, ends...)
-	sums := b.summaries(events)
-	r.peak = b.Table(ats[0].Event, ByCategory)
-	r.endSites = b.siteCategories(ats[1].Event)
-	r.Peak, r.End = b.summary(ats[0], sums[0]), b.summary(ats[1], sums[1])
-	for k, a := range peaks {
+	return append(events, m.ends...)
+}
+
+// Report is the device's category totals at the moments analyze and
+// explain print: the allocated peak, the end of the trace and each step,
+// as Classify(tl) labels the blocks. It labels only the blocks those
+// moments count, those allocated right after one of them: 6,568 of the
+// 996 MB bench file's 3.8 M allocations at its 104 moments, where
+// labelling every one took 0.21 s of one core's 2.6 s analyze. With the
+// user's rules it labels every block, since their categories are listed
+// where any block has one.
+func (ev *Events) Report(tl *replay.Timeline, steps diagnose.Steps) Report {
+	m := reportMoments(tl, steps)
+	at, order := ascending(m.events())
+	live := spans(tl, at)
+	var only []int32
+	if len(ev.opts.Rules) == 0 {
+		only = make([]int32, len(live))
+		for j, s := range live {
+			only[j] = s.k
+		}
+	}
+	b := ev.classify(tl, only)
+	return b.report(m, b.sums(at, order, live))
+}
+
+// report is the Report of b's totals sums at the moments m.
+func (b *Breakdown) report(m moments, sums [][]int64) Report {
+	r := Report{Device: b.Device, Steps: []Summary{}, StepsOmitted: m.omitted}
+	r.peak = b.Table(m.ats[0].Event, ByCategory)
+	r.endSites = b.siteCategories(m.ats[1].Event)
+	r.Peak, r.End = b.summary(m.ats[0], sums[0]), b.summary(m.ats[1], sums[1])
+	for k, a := range m.ats[2:] {
 		r.Steps = append(r.Steps, b.summary(a, sums[2+k]))
 	}
-	if len(ends) == 2 {
+	if len(m.ends) == 2 {
 		first, last := sums[len(sums)-2], sums[len(sums)-1]
 		r.GrowthPerStep = map[Category]int64{}
 		for k, c := range b.categories {
-			r.GrowthPerStep[c] = (last[k] - first[k]) / int64(len(steps.Steps)-1)
+			r.GrowthPerStep[c] = (last[k] - first[k]) / int64(m.steps-1)
 		}
 	}
 	return r
@@ -70,20 +111,33 @@ func (b *Breakdown) Report(steps diagnose.Steps) Report {
 // summaries are the category totals right after each of events, in any
 // order.
 func (b *Breakdown) summaries(events []int) [][]int64 {
-	group := b.categoryGroups()
-	order := make([]int, len(events))
-	for k := range order {
-		order[k] = k
+	at, order := ascending(events)
+	return b.sums(at, order, spans(b.tl, at))
+}
+
+// ascending returns events sorted, and where each of events went: events[k]
+// is at[order[k]].
+func ascending(events []int) (at, order []int) {
+	byEvent := make([]int, len(events))
+	for k := range byEvent {
+		byEvent[k] = k
 	}
-	slices.SortFunc(order, func(x, y int) int { return events[x] - events[y] })
-	sorted := make([]int, len(events))
-	for k, o := range order {
-		sorted[k] = events[o]
+	slices.SortFunc(byEvent, func(x, y int) int { return events[x] - events[y] })
+	at, order = make([]int, len(events)), make([]int, len(events))
+	for j, k := range byEvent {
+		at[j], order[k] = events[k], j
 	}
-	swept := b.sweep(sorted, group, len(b.categories))
-	out := make([][]int64, len(events))
-	for k, o := range order {
-		out[o] = swept[k]
+	return at, order
+}
+
+// sums are the category totals at the events whose ascending order is at,
+// live their spans (spans), given back in the order ascending took them
+// from.
+func (b *Breakdown) sums(at, order []int, live []span) [][]int64 {
+	swept := b.sweep(at, live, b.categoryGroups(), len(b.categories))
+	out := make([][]int64, len(order))
+	for k, j := range order {
+		out[k] = swept[j]
 	}
 	return out
 }

@@ -188,47 +188,66 @@ func (b *Breakdown) Series(n int, by By, top int) Series {
 	for bk := range n {
 		at = append(at, peakAt(tl, bk*events/n, (bk+1)*events/n))
 	}
-	for k, bytes := range b.sweep(at, group, len(s.Names)) {
+	for k, bytes := range b.sweep(at, spans(tl, at), group, len(s.Names)) {
 		s.Points = append(s.Points, Point{Index: at[k], TimeUS: tl.Trace.At(at[k]).TimeUS, Bytes: bytes})
 	}
 	return s
 }
 
+// span is an allocation a sweep counts at moments lo to hi-1 of its
+// events.
+type span struct{ k, lo, hi int32 }
+
+// spans are the allocations of tl allocated right after at least one of
+// the events at (ascending), with the moments that count them, in
+// allocation order. A block counts at the moments from its alloc up to
+// before its free_requested, which are a range of at. One pass over the
+// allocations, in ranges on every core; most blocks are freed before the
+// next moment, and so are not spans.
+func spans(tl *replay.Timeline, at []int) []span {
+	bounds := parallel.Ranges(tl.NumAllocations(), rangeLen)
+	parts := make([][]span, len(bounds)-1)
+	parallel.Do(bounds, func(p, first, last int) {
+		lo := 0
+		for k := first; k < last; k++ {
+			start, free, _ := tl.Lifetime(k)
+			// Allocations come by start: the first moment at or after it
+			// only moves on, and past the last one no block counts.
+			for lo < len(at) && at[lo] < start {
+				lo++
+			}
+			if lo == len(at) {
+				break
+			}
+			if at[lo] >= free {
+				continue
+			}
+			hi := lo + sort.SearchInts(at[lo:], free)
+			parts[p] = append(parts[p], span{int32(k), int32(lo), int32(hi)})
+		}
+	})
+	return slices.Concat(parts...)
+}
+
 // sweep returns, for each event of at (ascending), the allocated bytes of
-// each of n groups right after it, group[l] being label l's group: one
-// pass over the allocations, however many moments. A block counts at the
-// moments from its alloc up to before its free_requested, which are a
-// range of at: it adds its size where the range starts and takes it off
-// where it ends, in an array of moments, not of events (one of 11 M events
-// on the 996 MB bench file cost 1 s of page faults and cache misses). The
-// pass runs in ranges of the allocations on every core, each with an
-// array of its own, summed after: on one core, the bench file's 3.8 M
-// allocations took 78-83 ms of the findings' longest path on 16.
-func (b *Breakdown) sweep(at []int, group []int, n int) [][]int64 {
-	tl := b.tl
-	bounds := parallel.Ranges(len(b.of), rangeLen)
+// each of n groups right after it, group[l] being label l's group, from
+// the blocks live there, live (spans(b.tl, at)). Each block adds its size
+// where its range of moments starts and takes it off where it ends, in an
+// array of moments, not of events (one of 11 M events on the 996 MB bench
+// file cost 1 s of page faults and cache misses). The pass runs in ranges
+// on every core, each with an array of its own, summed after.
+func (b *Breakdown) sweep(at []int, live []span, group []int, n int) [][]int64 {
+	bounds := parallel.Ranges(len(live), rangeLen)
 	diffs := make([][][]int64, len(bounds)-1)
 	parallel.Do(bounds, func(part, first, last int) {
 		diff := make([][]int64, len(at)+1)
 		for j := range diff {
 			diff[j] = make([]int64, n)
 		}
-		lo := 0
-		for k := first; k < last; k++ {
-			start, free, _ := tl.Lifetime(k)
-			// Allocations come by start: the first moment at or after it
-			// only moves on.
-			for lo < len(at) && at[lo] < start {
-				lo++
-			}
-			// Most blocks are freed before the next moment: no search.
-			if lo == len(at) || at[lo] >= free {
-				continue
-			}
-			hi := lo + sort.SearchInts(at[lo:], free)
-			g, size := group[b.of[k]], int64(tl.Allocation(k).Size)
-			diff[lo][g] += size
-			diff[hi][g] -= size
+		for _, s := range live[first:last] {
+			g, size := group[b.of[s.k]], int64(b.tl.Allocation(int(s.k)).Size)
+			diff[s.lo][g] += size
+			diff[s.hi][g] -= size
 		}
 		diffs[part] = diff
 	})

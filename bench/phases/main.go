@@ -149,7 +149,6 @@ func findingsPhases(run int, mb float64, sn *snapshot.Snapshot, filter *callsite
 		tr := tl.Trace
 		var ev *breakdown.Events
 		var steps diagnose.Steps
-		var b *breakdown.Breakdown
 		phase(run, "events", mb, func() error {
 			ev = breakdown.ReadEvents(sn, tl.Device, tr, breakdown.Options{Filter: filter})
 			return nil
@@ -162,12 +161,8 @@ func findingsPhases(run int, mb float64, sn *snapshot.Snapshot, filter *callsite
 			diagnose.Leak(sn, tl, steps, filter).Findings()
 			return nil
 		})
-		phase(run, "classify", mb, func() error {
-			b = ev.Classify(tl)
-			return nil
-		})
 		phase(run, "report", mb, func() error {
-			b.Report(steps)
+			ev.Report(tl, steps)
 			return nil
 		})
 		phase(run, "explain", mb, func() error {

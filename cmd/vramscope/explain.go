@@ -108,7 +108,7 @@ func explainInput(in inputs.Input, stderr io.Writer, f *callsite.Filter) ([]*dia
 			return nil, nil, err
 		}
 		if tl.Len() > 1 {
-			m := breakdown.Classify(sn, tl, breakdown.Options{Filter: f}).Report(diagnose.DetectSteps(sn, tl, f))
+			m := breakdown.ReadEvents(sn, tl.Device, tl.Trace, breakdown.Options{Filter: f}).Report(tl, diagnose.DetectSteps(sn, tl, f))
 			m.Annotate(r.Findings)
 			made = append(made, m)
 		}
