@@ -91,8 +91,10 @@ type Events struct {
 	optim   []diagnose.Window           // Optimizer.step#* ranges, by start
 	zero    []diagnose.Window           // Optimizer.zero_grad#* ranges
 	windows []diagnose.Window           // all ranges, for user rules
-	// phases holds each event's phaseAt.
-	phases []phase
+	// phases holds each event's phase (phaseOf), placed by allPhases on
+	// Classify's first use: Report asks only its blocks' (phasesAt).
+	phases     []phase
+	phasesOnce sync.Once
 	// forwards are the allocations inside a module forward, ascending:
 	// nearly every one of a generate() trace's (3 M on a 1 GB one), in 4
 	// bytes each.
@@ -120,6 +122,11 @@ type classifier struct {
 	// workspace and that are the first kept block of their stack and a
 	// workspace size.
 	workspaces map[int]bool
+	// phases are every event's phase (allPhases), or nil where only the
+	// events at, ascending, are asked, whose phases are atPhases.
+	phases   []phase
+	at       []int32
+	atPhases []phase
 }
 
 // rangeLen is the fewest events or allocations a range of Classify's
@@ -174,6 +181,11 @@ func (ev *Events) classify(tl *replay.Timeline, only []int32) *Breakdown {
 	}
 	c := &classifier{Events: ev, tl: tl, paramSizes: maps.Clone(ev.tracedParams), workspaces: map[int]bool{}}
 	n := tl.NumAllocations()
+	if only == nil {
+		c.phases = ev.allPhases()
+	} else {
+		c.at, c.atPhases = ev.phasesAt(tl, only)
+	}
 	// Allocations live before the trace come first; their sizes are
 	// parameter-like.
 	for k := 0; k < n; k++ {
@@ -260,71 +272,42 @@ func (ev *Events) info(id snapshot.StackID) *stackInfo {
 	return si
 }
 
-// scan fills ev.phases, ev.forwards and the sizes of the stacks that stage
-// A calls parameters and workspaces, in ranges of the events.
+// ranges are the ranges of the events the passes over them take: on
+// opts.Cores cores at most.
+func (ev *Events) ranges() []int {
+	cores := ev.opts.Cores
+	if cores <= 0 {
+		cores = runtime.GOMAXPROCS(0)
+	}
+	return parallel.RangesOn(ev.tr.Len(), rangeLen, cores)
+}
+
+// eventsBlock is how many events the passes unpack at once, as a Cursor
+// does.
+const eventsBlock = 512
+
+// scan fills ev.forwards and the sizes of the blocks whose stacks stage A
+// calls parameters and workspaces, in ranges of the events.
 func (ev *Events) scan() {
 	type part struct {
 		forwards               []int32
 		paramSizes, workspaces []uint64
 	}
-	ev.phases = make([]phase, ev.tr.Len())
-	cores := ev.opts.Cores
-	if cores <= 0 {
-		cores = runtime.GOMAXPROCS(0)
-	}
-	bounds := parallel.RangesOn(ev.tr.Len(), rangeLen, cores)
+	bounds := ev.ranges()
 	parts := make([]part, len(bounds)-1)
 	parallel.Do(bounds, func(p, lo, hi int) {
 		out := &parts[p]
-		scan := diagnose.NewBackwardScan(ev.sn, ev.tr, ev.opts.Filter)
-		optim, zero := windowCursor{ws: ev.optim}, windowCursor{ws: ev.zero}
-		buf := make([]snapshot.Event, 512) // as many as a Cursor unpacks at once
-		// An event without Python frames is inside a backward() call if
-		// the run of such events it is in is (During). A run that starts
-		// and ends in the range is settled at its end, by the events with
-		// Python frames around it: pending holds its events of no phase
-		// until then. Asking During for each event read the events ahead
-		// again, as far as the run's end (0.1 s of one core's 0.3 s pass
-		// on the 996 MB bench file).
-		lastPython := snapshot.NoStack // the range's last event with Python frames
-		seenPython := false
-		var pending []int32
-		phases := ev.phases
+		buf := make([]snapshot.Event, eventsBlock)
 		for start := lo; start < hi; start += len(buf) {
 			es := ev.tr.Events(buf[:min(len(buf), hi-start)], start)
 			for j := range es {
-				e, i := &es[j], start+j
-				si := ev.info(e.Stack)
-				p := si.phase
-				if p == phaseNone || p == phaseTop {
-					switch {
-					case optim.holds(i):
-						p = phaseOptimizer
-					case zero.holds(i):
-						p = phaseZeroGrad
-					}
-				}
-				switch python := scan.HasPython(e.Stack); {
-				case python:
-					if len(pending) > 0 && scan.InCall(lastPython, e.Stack) {
-						for _, k := range pending {
-							phases[k] = phaseBackward
-						}
-					}
-					pending = pending[:0]
-					lastPython, seenPython = e.Stack, true
-				case p != phaseNone:
-				case seenPython:
-					pending = append(pending, int32(i))
-				case scan.During(i, e.Stack) != nil: // a run begun before the range
-					p = phaseBackward
-				}
-				phases[i] = p
+				e := &es[j]
 				if e.Action != snapshot.ActionAlloc {
 					continue
 				}
+				si := ev.info(e.Stack)
 				if si.phase == phaseForward {
-					out.forwards = append(out.forwards, int32(i))
+					out.forwards = append(out.forwards, int32(start+j))
 				}
 				if si.rule != nil {
 					switch si.rule.kind {
@@ -334,12 +317,6 @@ func (ev *Events) scan() {
 						out.workspaces = append(out.workspaces, e.Size)
 					}
 				}
-			}
-		}
-		// A run that goes on past the range: During reads on to its end.
-		if len(pending) > 0 && scan.During(int(pending[0]), ev.tr.At(int(pending[0])).Stack) != nil {
-			for _, k := range pending {
-				ev.phases[k] = phaseBackward
 			}
 		}
 	})
@@ -359,14 +336,128 @@ func (ev *Events) scan() {
 	}
 }
 
-// phaseAt is where event i happened: its stack's phase, an annotation
-// window's where the stack says nothing more, or, for an event without
-// Python frames, inside the backward() call around it.
-func (ev *Events) phaseAt(i int) phase {
-	if i < 0 || i >= len(ev.phases) {
-		return phaseNone
+// allPhases returns every event's phase (phaseOf), placed in ranges of
+// the events on the first call.
+func (ev *Events) allPhases() []phase {
+	ev.phasesOnce.Do(func() {
+		ev.phases = make([]phase, ev.tr.Len())
+		parallel.Do(ev.ranges(), ev.placePhases)
+	})
+	return ev.phases
+}
+
+// placePhases places the phases of events lo to hi-1 as phaseOf does, in
+// one pass. An event without Python frames is inside a backward() call if
+// the run of such events it is in is (During). A run that starts and ends
+// in the range is settled at its end, by the events with Python frames
+// around it: pending holds its events of no phase until then. Asking
+// During for each event read the events ahead again, as far as the run's
+// end (0.1 s of one core's 0.3 s pass on the 996 MB bench file).
+func (ev *Events) placePhases(_, lo, hi int) {
+	scan := diagnose.NewBackwardScan(ev.sn, ev.tr, ev.opts.Filter)
+	optim, zero := windowCursor{ws: ev.optim}, windowCursor{ws: ev.zero}
+	buf := make([]snapshot.Event, eventsBlock)
+	lastPython := snapshot.NoStack // the range's last event with Python frames
+	seenPython := false
+	var pending []int32
+	phases := ev.phases
+	for start := lo; start < hi; start += len(buf) {
+		es := ev.tr.Events(buf[:min(len(buf), hi-start)], start)
+		for j := range es {
+			e, i := &es[j], start+j
+			p := ev.info(e.Stack).phase
+			if p == phaseNone || p == phaseTop {
+				switch {
+				case optim.holds(i):
+					p = phaseOptimizer
+				case zero.holds(i):
+					p = phaseZeroGrad
+				}
+			}
+			switch python := scan.HasPython(e.Stack); {
+			case python:
+				if len(pending) > 0 && scan.InCall(lastPython, e.Stack) {
+					for _, k := range pending {
+						phases[k] = phaseBackward
+					}
+				}
+				pending = pending[:0]
+				lastPython, seenPython = e.Stack, true
+			case p != phaseNone:
+			case seenPython:
+				pending = append(pending, int32(i))
+			case scan.During(i, e.Stack) != nil: // a run begun before the range
+				p = phaseBackward
+			}
+			phases[i] = p
+		}
 	}
-	return ev.phases[i]
+	// A run that goes on past the range: During reads on to its end.
+	if len(pending) > 0 && scan.During(int(pending[0]), ev.tr.At(int(pending[0])).Stack) != nil {
+		for _, k := range pending {
+			phases[k] = phaseBackward
+		}
+	}
+}
+
+// phaseAt is the phase of event i (phaseOf): none for an event outside
+// the trace (a block's free at LiveAtEnd) or one Classify was not asked
+// about.
+func (c *classifier) phaseAt(i int) phase {
+	if c.phases != nil {
+		if uint(i) >= uint(len(c.phases)) {
+			return phaseNone
+		}
+		return c.phases[i]
+	}
+	if j, ok := slices.BinarySearch(c.at, int32(i)); ok {
+		return c.atPhases[j]
+	}
+	return phaseNone
+}
+
+// phaseOf is where event i, whose stack is stack, happened: its stack's
+// phase, an annotation window's where the stack says nothing more, or, for
+// an event without Python frames, inside the backward() call around it.
+// scan's During reads the events around i; for ascending events it reads
+// each run of them once.
+func (ev *Events) phaseOf(i int, stack snapshot.StackID, scan *diagnose.BackwardScan) phase {
+	p := ev.info(stack).phase
+	if p == phaseNone || p == phaseTop {
+		switch {
+		case inWindow(ev.optim, i) >= 0:
+			p = phaseOptimizer
+		case inWindow(ev.zero, i) >= 0:
+			p = phaseZeroGrad
+		}
+	}
+	if p == phaseNone && scan.During(i, stack) != nil {
+		p = phaseBackward
+	}
+	return p
+}
+
+// phasesAt returns the events the labels of allocations only of tl read,
+// their starts and frees, ascending, and their phases: a Report's few
+// thousand blocks ask a few thousand events of millions.
+func (ev *Events) phasesAt(tl *replay.Timeline, only []int32) ([]int32, []phase) {
+	at := make([]int32, 0, 2*len(only))
+	for _, k := range only {
+		start, free, _ := tl.Lifetime(int(k))
+		for _, i := range [2]int{start, free} {
+			if i >= 0 && i < ev.tr.Len() {
+				at = append(at, int32(i))
+			}
+		}
+	}
+	slices.Sort(at)
+	at = slices.Compact(at)
+	phases := make([]phase, len(at))
+	scan := diagnose.NewBackwardScan(ev.sn, ev.tr, ev.opts.Filter)
+	for j, i := range at {
+		phases[j] = ev.phaseOf(int(i), ev.tr.StackAt(int(i)), scan)
+	}
+	return at, phases
 }
 
 // windowCursor answers inWindow for ascending events. The answer changes
