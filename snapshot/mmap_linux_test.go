@@ -38,6 +38,17 @@ func TestReadMapped(t *testing.T) {
 		t.Errorf("%d of %d bytes let go", released.Load(), len(raw))
 	}
 
+	// In one part, as a decode on one core reads a big file: the head
+	// alone, in place, letting go of what it passed.
+	released.Store(0)
+	got, merged, err = decodeSplit(src, 1, balancedCuts)
+	if err != nil || merged != 0 || !sameSnapshot(got, want) {
+		t.Fatalf("mapped seed in one part: %d tails merged, error %v, same snapshot %v", merged, err, err == nil && sameSnapshot(got, want))
+	}
+	if released.Load() < int64(len(raw))/2 {
+		t.Errorf("one part: %d of %d bytes let go", released.Load(), len(raw))
+	}
+
 	// In 4 parts, with the walkers reading the file ahead of the decoders
 	// and the head skipping what the tails decoded, progress counts what
 	// the decoders passed: never more than the file.

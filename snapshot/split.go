@@ -184,12 +184,12 @@ func readAt(r io.ReaderAt, size int64, cores int) (*Snapshot, error) {
 var errNoMapping = errors.New("the file cannot be mapped")
 
 // ReadFile decodes the snapshot held in the first size bytes of f as ReadAt
-// does. A big raw file decoded in up to mapParts parts is read through a
-// read-only mapping where the system has one, in place instead of copied
-// into buffers (on the 996 MB bench file the copies cost 0.2 s of CPU
-// time), and the pages each decoder has passed are let go, so the file
-// does not add to the resident memory. In more parts it is read at
-// offsets. A big compressed file is decompressed into a temporary file
+// does. A big raw file is read through a read-only mapping where the
+// system has one, while no more than mapParts decoders of the process do
+// (mapSlots), in place instead of copied into buffers (on the 996 MB bench
+// file the copies cost 0.2 s of CPU time), and the pages each decoder has
+// passed are let go, so the file does not add to the resident memory.
+// Otherwise it is read at offsets. A big compressed file is decompressed into a temporary file
 // first where that pays (readDecompressed). progress, if not nil, is told
 // from any goroutine how many bytes the decoders have read in all (the
 // walkers, which run ahead of them, do not count): several read at once,
@@ -212,10 +212,13 @@ func readFile(f *os.File, size int64, cores int, progress func(off int64), viaTe
 				return sn, nil
 			}
 		}
-	case size >= splitMin && parts >= 2 && parts <= mapParts:
-		if m, err := mapFile(f, size); err == nil {
-			defer m.close()
-			return readMapped(m, f, parts, progress)
+	case size >= splitMin:
+		if release, ok := mapSlots(parts); ok {
+			defer release()
+			if m, err := mapFile(f, size); err == nil {
+				defer m.close()
+				return readMapped(m, f, parts, progress)
+			}
 		}
 	}
 	var r io.ReaderAt = f
@@ -233,6 +236,27 @@ func readFile(f *os.File, size int64, cores int, progress func(off int64), viaTe
 // and the mapping was as fast or faster (on 2 cores 5.0-6.2 s against
 // 5.7-7.0 s, 1.5 s less CPU time).
 const mapParts = 8
+
+// mappedDecoders counts the decoders of this process reading files
+// through mappings: analyze decodes several files at once, as many as it
+// has cores, each in parts.
+var mappedDecoders atomic.Int64
+
+// mapSlots takes parts of the mapParts decoders that may read through
+// mappings at once, if that many are free, and returns what gives them
+// back. A decode in one part, as analyze makes of each file of a folder
+// or on one core, was read into buffers: analyze of the 996 MB bench file
+// on one core took 2.04-2.37 s mapped against 2.42-2.67 s, and of two
+// 300 MB files at once on 2 cores 0.71-0.77 s against 0.82-0.94 s
+// (bench/RESULTS.md, Dec 8).
+func mapSlots(parts int) (release func(), ok bool) {
+	n := int64(parts)
+	if mappedDecoders.Add(n) > mapParts {
+		mappedDecoders.Add(-n)
+		return nil, false
+	}
+	return func() { mappedDecoders.Add(-n) }, true
+}
 
 // readMapped decodes the raw pickle mapped in m, from f, on several
 // goroutines. A file that shrinks while it is mapped makes the reads past

@@ -337,3 +337,32 @@ func TestTailReadsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestMapSlots: mapParts decoders of the process may read through
+// mappings at once, and the slots come back when their decodes end.
+func TestMapSlots(t *testing.T) {
+	first, ok := mapSlots(mapParts - 1)
+	if !ok {
+		t.Fatalf("%d slots refused with none taken", mapParts-1)
+	}
+	last, ok := mapSlots(1)
+	if !ok {
+		t.Fatal("the last slot refused")
+	}
+	if _, ok := mapSlots(1); ok {
+		t.Errorf("a slot past %d given", mapParts)
+	}
+	first()
+	if _, ok := mapSlots(mapParts); ok {
+		t.Errorf("%d slots given with one taken", mapParts)
+	}
+	again, ok := mapSlots(mapParts - 1)
+	if !ok {
+		t.Errorf("%d slots refused once given back", mapParts-1)
+	}
+	again()
+	last()
+	if n := mappedDecoders.Load(); n != 0 {
+		t.Errorf("%d slots held after all were given back", n)
+	}
+}
