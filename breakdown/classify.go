@@ -282,10 +282,6 @@ func (ev *Events) ranges() []int {
 	return parallel.RangesOn(ev.tr.Len(), rangeLen, cores)
 }
 
-// eventsBlock is how many events the passes unpack at once, as a Cursor
-// does.
-const eventsBlock = 512
-
 // scan fills ev.forwards and the sizes of the blocks whose stacks stage A
 // calls parameters and workspaces, in ranges of the events.
 func (ev *Events) scan() {
@@ -297,7 +293,7 @@ func (ev *Events) scan() {
 	parts := make([]part, len(bounds)-1)
 	parallel.Do(bounds, func(p, lo, hi int) {
 		out := &parts[p]
-		buf := make([]snapshot.Event, eventsBlock)
+		buf := make([]snapshot.Event, snapshot.EventsBlock)
 		for start := lo; start < hi; start += len(buf) {
 			es := ev.tr.Events(buf[:min(len(buf), hi-start)], start)
 			for j := range es {
@@ -356,7 +352,7 @@ func (ev *Events) allPhases() []phase {
 func (ev *Events) placePhases(_, lo, hi int) {
 	scan := diagnose.NewBackwardScan(ev.sn, ev.tr, ev.opts.Filter)
 	optim, zero := windowCursor{ws: ev.optim}, windowCursor{ws: ev.zero}
-	buf := make([]snapshot.Event, eventsBlock)
+	buf := make([]snapshot.Event, snapshot.EventsBlock)
 	lastPython := snapshot.NoStack // the range's last event with Python frames
 	seenPython := false
 	var pending []int32

@@ -499,8 +499,9 @@ func (t Trace) Events(dst []Event, i int) []Event {
 	return dst
 }
 
-// eventsBlock is how many events All and a Cursor unpack at once: 16 KiB.
-const eventsBlock = 512
+// EventsBlock is how many events All and a Cursor unpack at once (16 KiB),
+// and the passes over every event that fill a buffer with Events.
+const EventsBlock = 512
 
 // Cursor reads the events of a trace a block at a time, for passes that
 // read events in order, forwards or backwards, or near one another. Its At
@@ -511,7 +512,7 @@ type Cursor struct {
 	tr    Trace
 	first int // of the block in buf
 	buf   []Event
-	block [eventsBlock]Event
+	block [EventsBlock]Event
 }
 
 // Cursor returns a cursor over t's events.
@@ -531,7 +532,7 @@ func (c *Cursor) fill(i int) {
 	if uint(i) >= uint(c.tr.n) {
 		panic("snapshot: trace index out of range")
 	}
-	c.first = i &^ (eventsBlock - 1)
+	c.first = i &^ (EventsBlock - 1)
 	c.buf = c.tr.Events(c.block[:], c.first)
 }
 
@@ -566,7 +567,7 @@ func (t Trace) Others() iter.Seq2[int, Event] {
 // All iterates over the events in order.
 func (t Trace) All() iter.Seq2[int, Event] {
 	return func(yield func(int, Event) bool) {
-		var buf [eventsBlock]Event
+		var buf [EventsBlock]Event
 		for i := 0; i < t.n; {
 			for _, e := range t.Events(buf[:], i) {
 				if !yield(i, e) {

@@ -410,7 +410,7 @@ func TestTraceEvents(t *testing.T) {
 		tr        Trace
 		from, buf int
 	}{
-		{tr, 0, eventsBlock}, {tr, eventChunkLen - 7, 100}, {tr, 3, 2*eventChunkLen + 500},
+		{tr, 0, EventsBlock}, {tr, eventChunkLen - 7, 100}, {tr, 3, 2*eventChunkLen + 500},
 		{tr, tr.n - 10, 64}, {tr, tr.n, 8}, {sub, 0, eventChunkLen}, {sub, sub.n - 1, 4},
 	} {
 		got := c.tr.Events(make([]Event, c.buf), c.from)
@@ -426,7 +426,7 @@ func TestTraceEvents(t *testing.T) {
 	}
 	for _, tr := range []Trace{tr, sub} {
 		c := tr.Cursor()
-		for _, i := range []int{0, 1, eventsBlock, eventsBlock - 1, tr.n - 1, eventChunkLen, 7, eventChunkLen - 1, tr.n - 2, 7} {
+		for _, i := range []int{0, 1, EventsBlock, EventsBlock - 1, tr.n - 1, eventChunkLen, 7, eventChunkLen - 1, tr.n - 2, 7} {
 			if got, want := c.At(i), tr.At(i); got != want {
 				t.Errorf("Cursor.At(%d) = %+v, At says %+v", i, got, want)
 			}
@@ -471,10 +471,10 @@ func BenchmarkTraceAt(b *testing.B) {
 
 func BenchmarkTraceEvents(b *testing.B) {
 	tr := benchTrace()
-	var buf [eventsBlock]Event
+	var buf [EventsBlock]Event
 	var sum uint64
 	for i := 0; i < b.N; {
-		evs := tr.Events(buf[:min(eventsBlock, b.N-i)], i%tr.n)
+		evs := tr.Events(buf[:min(EventsBlock, b.N-i)], i%tr.n)
 		for _, e := range evs {
 			sum += e.Size
 		}
