@@ -2,13 +2,12 @@ package breakdown
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/vramscope/vramscope/callsite"
 	"github.com/vramscope/vramscope/diagnose"
+	"github.com/vramscope/vramscope/internal/testutil"
 	"github.com/vramscope/vramscope/replay"
 	"github.com/vramscope/vramscope/snapshot"
 )
@@ -19,14 +18,7 @@ import (
 // arbitrary bytes, seeded with the decoder's format fixtures (.ci/fuzz
 // runs it in CI): the same report, and no panic.
 func FuzzReport(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("..", "snapshot", "testdata", "format", "*.pickle"))
-	for _, p := range files {
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(raw)
-	}
+	testutil.FormatSeeds(f)
 	filter, _ := callsite.NewFilter("", "")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sn, err := snapshot.Decode(bytes.NewReader(data))

@@ -2,10 +2,9 @@ package replay
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/vramscope/vramscope/internal/testutil"
 	"github.com/vramscope/vramscope/snapshot"
 )
 
@@ -16,14 +15,7 @@ import (
 // found by `go test -fuzz=FuzzReplay` are kept under testdata/fuzz/FuzzReplay
 // and replayed by every plain `go test`.
 func FuzzReplay(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("..", "snapshot", "testdata", "format", "*.pickle"))
-	for _, p := range files {
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(raw)
-	}
+	testutil.FormatSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sn, err := snapshot.Decode(bytes.NewReader(data))
 		if err != nil {

@@ -69,6 +69,25 @@ func Fixtures(tb testing.TB) []string {
 	return files
 }
 
+// FormatSeeds adds the decoder's format fixtures to f's corpus, read raw,
+// from a package directory one below the repository's root: the seeds of
+// the fuzz targets that feed what the decoder makes of arbitrary bytes to
+// the stages after it.
+func FormatSeeds(f *testing.F) {
+	f.Helper()
+	files, _ := filepath.Glob(filepath.Join("..", "snapshot", "testdata", "format", "*.pickle"))
+	if len(files) == 0 {
+		f.Fatal("no format fixtures under ../snapshot/testdata/format")
+	}
+	for _, p := range files {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+}
+
 // Pipe is the read end of a pipe that is fed b and then closed, as
 // standard input is when a file is piped to a command; tb closes it at
 // its end.
