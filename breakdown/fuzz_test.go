@@ -35,11 +35,8 @@ func FuzzReport(f *testing.F) {
 			}
 			steps := diagnose.DetectSteps(sn, tl, filter)
 			ev := ReadEvents(sn, tl.Device, tl.Trace, Options{Filter: filter})
-			m := reportMoments(tl, steps)
-			at, order := ascending(m.events())
-			live := spans(tl, at)
-			all := ev.Classify(tl)
-			if got, want := ev.Report(tl, steps), all.report(m, all.sums(at, order, live)); !reflect.DeepEqual(got, want) {
+			want, _ := reportOfAll(ev, tl, steps)
+			if got := ev.Report(tl, steps); !reflect.DeepEqual(got, want) {
 				t.Fatalf("device %d: the report of the live blocks differs from that of all:\n got %+v\nwant %+v", tl.Device, got, want)
 			}
 		}

@@ -86,14 +86,17 @@ func (ev *Events) Report(tl *replay.Timeline, steps diagnose.Steps) Report {
 		}
 	}
 	b := ev.classify(tl, only)
-	return b.report(m, b.sums(at, order, live))
+	// The peak's and the end's blocks are among the spans: no pass over
+	// every allocation finds them again.
+	return b.report(m, b.sums(at, order, live), allocatedAt(live, order[0]), allocatedAt(live, order[1]))
 }
 
-// report is the Report of b's totals sums at the moments m.
-func (b *Breakdown) report(m moments, sums [][]int64) Report {
+// report is the Report of b's totals sums at the moments m, whose peak and
+// end have the blocks atPeak and atEnd allocated (ascending).
+func (b *Breakdown) report(m moments, sums [][]int64, atPeak, atEnd []int) Report {
 	r := Report{Device: b.Device, Steps: []Summary{}, StepsOmitted: m.omitted}
-	r.peak = b.Table(m.ats[0].Event, ByCategory)
-	r.endSites = b.siteCategories(m.ats[1].Event)
+	r.peak = b.table(m.ats[0].Event, atPeak, ByCategory)
+	r.endSites = b.siteCategories(atEnd)
 	r.Peak, r.End = b.summary(m.ats[0], sums[0]), b.summary(m.ats[1], sums[1])
 	for k, a := range m.ats[2:] {
 		r.Steps = append(r.Steps, b.summary(a, sums[2+k]))

@@ -3,6 +3,7 @@ package breakdown
 import (
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -106,28 +107,52 @@ func TestTableByRule(t *testing.T) {
 	}
 }
 
+// reportOfAll is the report of tl's moments as a breakdown of every block
+// takes it, each moment's blocks found by the timeline: what Report, which
+// labels only the blocks live at them, must return. live is those blocks.
+func reportOfAll(ev *Events, tl *replay.Timeline, steps diagnose.Steps) (want Report, live []span) {
+	m := reportMoments(tl, steps)
+	at, _ := ascending(m.events())
+	all := ev.Classify(tl)
+	want = all.report(m, all.summaries(m.events()), tl.AllocatedAt(m.ats[0].Event), tl.AllocatedAt(m.ats[1].Event))
+	return want, spans(tl, at)
+}
+
 // TestReportLabelsLive checks that Report, which labels only the blocks
 // its moments count, reports what a breakdown of every block reports at
-// them, on every fixture, with the built-in rules and with a user's rule
-// (which labels every block), and that on most traces of 1,000 blocks or
-// more it labels fewer than half: 6,568 of the bench seed's 100,178.
+// them, on every fixture and on the breakdown's recordings (FSDP, KV
+// cache, Llama training, AdamW), with the built-in rules and with a
+// user's rule (which labels every block), and that on most traces of
+// 1,000 blocks or more it labels fewer than half: 6,568 of the bench
+// seed's 100,178.
 func TestReportLabelsLive(t *testing.T) {
 	f, _ := callsite.NewFilter("", "")
 	mine, err := ParseRules(strings.NewReader("mine frame forward\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	devices := slices.Collect(replaytest.Fixtures(t))
+	recordings, _ := filepath.Glob(filepath.Join("..", "testdata", "breakdown", "out", "*.pickle.gz"))
+	if len(recordings) < 4 {
+		t.Fatalf("%d breakdown recordings, want the 4 in the repository", len(recordings))
+	}
+	for _, file := range recordings {
+		sn := testutil.Snapshot(t, file)
+		tl, err := replay.Device(sn, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		devices = append(devices, replaytest.Device{File: file, Sn: sn, Tl: tl})
+	}
 	big, fewer, user := 0, 0, 0
-	for d := range replaytest.Fixtures(t) {
+	for _, d := range devices {
 		sn, tl := d.Sn, d.Tl
 		steps := diagnose.DetectSteps(sn, tl, f)
-		m := reportMoments(tl, steps)
-		at, order := ascending(m.events())
-		live := spans(tl, at)
+		var live []span
 		for _, rules := range [][]Rule{nil, mine} {
 			ev := ReadEvents(sn, tl.Device, tl.Trace, Options{Filter: f, Rules: rules})
-			all := ev.Classify(tl)
-			want := all.report(m, all.sums(at, order, live))
+			var want Report
+			want, live = reportOfAll(ev, tl, steps)
 			if got := ev.Report(tl, steps); !reflect.DeepEqual(got, want) {
 				t.Errorf("%s device %d, rules %v: the report of the live blocks differs from that of all:\n got %+v\nwant %+v", d.File, tl.Device, rules, got, want)
 			}

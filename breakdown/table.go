@@ -57,7 +57,10 @@ func (t Table) Bytes(name string) int64 {
 }
 
 // Table returns the blocks allocated right after event i, grouped by by.
-func (b *Breakdown) Table(i int, by By) Table {
+func (b *Breakdown) Table(i int, by By) Table { return b.table(i, b.tl.AllocatedAt(i), by) }
+
+// table is Table of the blocks allocated right after event i, allocated.
+func (b *Breakdown) table(i int, allocated []int, by By) Table {
 	t := Table{Index: i, By: by}
 	rows := map[string]*Row{}
 	var order []string
@@ -67,7 +70,7 @@ func (b *Breakdown) Table(i int, by By) Table {
 			order = append(order, string(c))
 		}
 	}
-	for _, k := range b.tl.AllocatedAt(i) {
+	for _, k := range allocated {
 		a := b.tl.Allocation(k)
 		l := b.labels[b.of[k]]
 		name := b.groupName(by, &a, l)
@@ -229,6 +232,18 @@ func spans(tl *replay.Timeline, at []int) []span {
 	return slices.Concat(parts...)
 }
 
+// allocatedAt are the blocks of live (spans) allocated right after its
+// j-th moment, ascending: Timeline.AllocatedAt of that event.
+func allocatedAt(live []span, j int) []int {
+	var out []int
+	for _, s := range live {
+		if int(s.lo) <= j && j < int(s.hi) {
+			out = append(out, int(s.k))
+		}
+	}
+	return out
+}
+
 // sweep returns, for each event of at (ascending), the allocated bytes of
 // each of n groups right after it, group[l] being label l's group, from
 // the blocks live there, live (spans(b.tl, at)). Each block adds its size
@@ -275,12 +290,12 @@ func (b *Breakdown) ActiveAt(i int) map[uint64]Label {
 	return out
 }
 
-// siteCategories are the bytes allocated right after event i by user
+// siteCategories are the bytes of the blocks allocated (ascending) by user
 // callsite (the frame's String) and category.
-func (b *Breakdown) siteCategories(i int) map[string]map[Category]int64 {
+func (b *Breakdown) siteCategories(allocated []int) map[string]map[Category]int64 {
 	out := map[string]map[Category]int64{}
 	keys := map[snapshot.StackID]string{} // "" for a stack without a user frame
-	for _, k := range b.tl.AllocatedAt(i) {
+	for _, k := range allocated {
 		a := b.tl.Allocation(k)
 		key, ok := keys[a.Stack]
 		if !ok {
