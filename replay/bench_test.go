@@ -89,5 +89,9 @@ func BenchmarkGrownReplay(b *testing.B) {
 
 // seriesBytes is the size of s's arrays.
 func seriesBytes(s *series) int {
-	return len(s.blocks)*int(unsafe.Sizeof(seriesBlock{})) + 2*len(s.high) + 8*len(s.wide)
+	n := len(s.blocks)*int(unsafe.Sizeof(seriesBlock{})) + 8*len(s.wide)
+	for _, c := range s.high {
+		n += 2 * cap(c)
+	}
+	return n
 }

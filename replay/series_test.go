@@ -106,7 +106,7 @@ func testSeries(t *testing.T, s series, values []int64, highs int) {
 	}
 	got := -1
 	if s.wide == nil {
-		got = len(s.high)/blockLen - 1
+		got = int(s.highs) - 1
 	}
 	if got != highs {
 		t.Errorf("%d blocks with high halves (-1: wide), want %d", got, highs)
@@ -233,5 +233,48 @@ func TestPeakIn(t *testing.T) {
 	}
 	if long == 0 {
 		t.Error("no trace of four stretches or more")
+	}
+}
+
+// BenchmarkSeriesWrite writes a series of a million values the way the
+// replay's writers do, in batches of 8192: a walk of block sizes around
+// 40 GiB, as allocated bytes move.
+func BenchmarkSeriesWrite(b *testing.B) {
+	values := make([]int64, 1<<20)
+	v := int64(40 << 30)
+	for i := range values {
+		v += int64(i*7919%4001-2000) << allocator.MinBlockBits
+		values[i] = v
+	}
+	for b.Loop() {
+		writeSeries(allocator.MinBlockBits, values, 8192)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(values)), "ns/value")
+}
+
+// TestSeriesHighChunks writes a series whose every block keeps high halves,
+// over more blocks than a chunk of them holds, and reads every value back.
+func TestSeriesHighChunks(t *testing.T) {
+	const unit = 1 << allocator.MinBlockBits
+	values := make([]int64, (2*highChunkLen+5)*blockLen+7)
+	for i := range values {
+		values[i] = int64(i%3) << 17 * unit
+	}
+	for _, batch := range []int{blockLen, 8192} {
+		s := writeSeries(allocator.MinBlockBits, values, batch)
+		if got, want := int(s.highs)-1, len(values)/blockLen+1; got != want {
+			t.Errorf("batches of %d: %d blocks with high halves, want %d", batch, got, want)
+		}
+		for i, v := range values {
+			if got := s.at(i); got != v {
+				t.Fatalf("batches of %d: at(%d) = %d, want %d", batch, i, got, v)
+			}
+		}
+		if got, want := s.maxIn(3, len(values)-2), int64(2)<<17*unit; got != want {
+			t.Errorf("batches of %d: maxIn = %d, want %d", batch, got, want)
+		}
+		if len(s.high) != 3 || cap(s.high[0]) != highChunkLen<<blockBits {
+			t.Errorf("batches of %d: %d chunks, the first of %d halves", batch, len(s.high), cap(s.high[0]))
+		}
 	}
 }
