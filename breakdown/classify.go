@@ -293,24 +293,25 @@ func (ev *Events) scan() {
 	parts := make([]part, len(bounds)-1)
 	parallel.Do(bounds, func(p, lo, hi int) {
 		out := &parts[p]
-		buf := make([]snapshot.Event, snapshot.EventsBlock)
-		for start := lo; start < hi; start += len(buf) {
-			es := ev.tr.Events(buf[:min(len(buf), hi-start)], start)
-			for j := range es {
-				e := &es[j]
-				if e.Action != snapshot.ActionAlloc {
+		var actions [snapshot.EventsBlock]snapshot.Action
+		var stacks [snapshot.EventsBlock]snapshot.StackID
+		var sizes [snapshot.EventsBlock]uint64
+		for start := lo; start < hi; start += len(actions) {
+			n := ev.tr.Columns(snapshot.Columns{Actions: actions[:min(len(actions), hi-start)], Stacks: stacks[:], Sizes: sizes[:]}, start)
+			for j, act := range actions[:n] {
+				if act != snapshot.ActionAlloc {
 					continue
 				}
-				si := ev.info(e.Stack)
+				si := ev.info(stacks[j])
 				if si.phase == phaseForward {
 					out.forwards = append(out.forwards, int32(start+j))
 				}
 				if si.rule != nil {
 					switch si.rule.kind {
 					case kindParameter:
-						out.paramSizes = append(out.paramSizes, e.Size)
+						out.paramSizes = append(out.paramSizes, sizes[j])
 					case kindWorkspace:
-						out.workspaces = append(out.workspaces, e.Size)
+						out.workspaces = append(out.workspaces, sizes[j])
 					}
 				}
 			}
@@ -352,16 +353,17 @@ func (ev *Events) allPhases() []phase {
 func (ev *Events) placePhases(_, lo, hi int) {
 	scan := diagnose.NewBackwardScan(ev.sn, ev.tr, ev.opts.Filter)
 	optim, zero := windowCursor{ws: ev.optim}, windowCursor{ws: ev.zero}
-	buf := make([]snapshot.Event, snapshot.EventsBlock)
+	var actions [snapshot.EventsBlock]snapshot.Action
+	var stacks [snapshot.EventsBlock]snapshot.StackID
 	lastPython := snapshot.NoStack // the range's last event with Python frames
 	seenPython := false
 	var pending []int32
 	phases := ev.phases
-	for start := lo; start < hi; start += len(buf) {
-		es := ev.tr.Events(buf[:min(len(buf), hi-start)], start)
-		for j := range es {
-			e, i := &es[j], start+j
-			p := ev.info(e.Stack).phase
+	for start := lo; start < hi; start += len(actions) {
+		n := ev.tr.Columns(snapshot.Columns{Actions: actions[:min(len(actions), hi-start)], Stacks: stacks[:]}, start)
+		for j, stack := range stacks[:n] {
+			i := start + j
+			p := ev.info(stack).phase
 			if p == phaseNone || p == phaseTop {
 				switch {
 				case optim.holds(i):
@@ -370,19 +372,19 @@ func (ev *Events) placePhases(_, lo, hi int) {
 					p = phaseZeroGrad
 				}
 			}
-			switch python := scan.HasPython(e.Stack); {
+			switch python := scan.HasPython(stack); {
 			case python:
-				if len(pending) > 0 && scan.InCall(lastPython, e.Stack) {
+				if len(pending) > 0 && scan.InCall(lastPython, stack) {
 					for _, k := range pending {
 						phases[k] = phaseBackward
 					}
 				}
 				pending = pending[:0]
-				lastPython, seenPython = e.Stack, true
+				lastPython, seenPython = stack, true
 			case p != phaseNone:
 			case seenPython:
 				pending = append(pending, int32(i))
-			case scan.During(i, e.Stack) != nil: // a run begun before the range
+			case scan.During(i, stack) != nil: // a run begun before the range
 				p = phaseBackward
 			}
 			phases[i] = p

@@ -240,25 +240,29 @@ func newAddrScan() *addrScan { return &addrScan{index: newAddrMap[int32]()} }
 
 // run scans the block events lo..hi-1 of tr.
 func (s *addrScan) run(tr snapshot.Trace, lo, hi int) {
-	events := tr.Cursor()
-	for i := lo; i < hi; i++ {
-		e := events.At(i)
-		switch e.Action {
-		case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted:
-			s.counts[e.Action]++
-			k, ok := s.index.get(e.Addr)
-			if !ok {
-				k = int32(len(s.history))
-				s.index.set(e.Addr, k)
-				s.history = append(s.history, addrHistory{first: int32(i), lastAlloc: -1})
-				s.addrs = append(s.addrs, e.Addr)
-			}
-			h := &s.history[k]
-			switch {
-			case e.Action == snapshot.ActionAlloc:
-				h.lastAlloc, h.lastFree = int32(i), 0
-			case e.Action == snapshot.ActionFreeCompleted || h.lastFree == 0:
-				h.lastFree = e.Action
+	var addrs [snapshot.EventsBlock]uint64
+	var actions [snapshot.EventsBlock]snapshot.Action
+	for start := lo; start < hi; start += len(addrs) {
+		n := tr.Columns(snapshot.Columns{Actions: actions[:min(len(actions), hi-start)], Addrs: addrs[:]}, start)
+		for j, act := range actions[:n] {
+			switch act {
+			case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted:
+				i, addr := start+j, addrs[j]
+				s.counts[act]++
+				k, ok := s.index.get(addr)
+				if !ok {
+					k = int32(len(s.history))
+					s.index.set(addr, k)
+					s.history = append(s.history, addrHistory{first: int32(i), lastAlloc: -1})
+					s.addrs = append(s.addrs, addr)
+				}
+				h := &s.history[k]
+				switch {
+				case act == snapshot.ActionAlloc:
+					h.lastAlloc, h.lastFree = int32(i), 0
+				case act == snapshot.ActionFreeCompleted || h.lastFree == 0:
+					h.lastFree = act
+				}
 			}
 		}
 	}

@@ -395,9 +395,15 @@ func TestAppendArenaRebases(t *testing.T) {
 func TestTraceEvents(t *testing.T) {
 	var all []Event
 	for i := range 2*eventChunkLen + 100 {
-		e := Event{Addr: uint64(i) << 9, Size: 512, TimeUS: 1795272266498364 + int64(i)<<20 + int64(i%3), Stack: StackID(i % 7), Action: ActionAlloc}
-		if i%5000 == 3 {
+		e := Event{Addr: uint64(i) << 9, Size: 512 * uint64(1+i%11), TimeUS: 1795272266498364 + int64(i)<<20 + int64(i%3), Stack: StackID(i % 7),
+			Action: []Action{ActionAlloc, ActionFreeRequested, ActionFreeCompleted}[i%3]}
+		switch {
+		case i%5000 == 3:
 			e.Size = 1 << 41 // kept whole
+		case i%7001 == 5:
+			e.Action = ActionSegmentAlloc // kept whole
+		case i%13 == 0:
+			e.Size = 3 << 31 // packed, the size's top bits in the low word
 		}
 		all = append(all, e)
 	}
@@ -421,6 +427,22 @@ func TestTraceEvents(t *testing.T) {
 		for j, e := range got {
 			if at := c.tr.At(c.from + j); e != at {
 				t.Fatalf("Events(%d, from %d)[%d] = %+v, At says %+v", c.buf, c.from, j, e, at)
+			}
+		}
+		// Columns, every field and two of them, agree with At too.
+		full := Columns{Actions: make([]Action, c.buf), Addrs: make([]uint64, c.buf), Sizes: make([]uint64, c.buf), Stacks: make([]StackID, c.buf)}
+		two := Columns{Actions: make([]Action, c.buf), Stacks: make([]StackID, c.buf)}
+		for _, cols := range []Columns{full, two} {
+			if n := c.tr.Columns(cols, c.from); n != want {
+				t.Errorf("Columns(%d, from %d): %d events, want %d", c.buf, c.from, n, want)
+			}
+			for j := range want {
+				at := c.tr.At(c.from + j)
+				if cols.Actions[j] != at.Action || cols.Stacks[j] != at.Stack ||
+					cols.Addrs != nil && (cols.Addrs[j] != at.Addr || cols.Sizes[j] != at.Size) {
+					t.Fatalf("Columns(%d, from %d)[%d] = %v %v %v %v, At says %+v", c.buf, c.from, j,
+						cols.Actions[j], cols.Stacks[j], cols.Addrs != nil && cols.Addrs[j] == at.Addr, cols.Sizes != nil && cols.Sizes[j] == at.Size, at)
+				}
 			}
 		}
 	}
