@@ -532,7 +532,11 @@ func (t Trace) Columns(c Columns, i int) int {
 	return n
 }
 
-// columns fills the columns of c from index at on with the fields of ps.
+// columns fills the columns of c from index at on with the fields of ps,
+// in a loop written out for each field: one generic loop taking a field's
+// two readers as functions was not inlined here, and the replay's address
+// scan of the 996 MB bench file took 93-95 ms through it against 63-66 ms
+// (one core, 4 runs each).
 func (a *eventArena) columns(c Columns, at int, ps []packedEvent) {
 	acts := c.Actions[at:][:len(ps)]
 	for j := range ps {
