@@ -742,8 +742,30 @@ func TestWalkEntries(t *testing.T) {
 }
 
 // TailMemo accepts a tail's memo entries by kind, narrow and wide alike,
-// and lists the head's entries the tail's copy.
+// and lists the head's entries the tail's copy; a tail's memo of narrow
+// entries only is checked by the set of their kinds.
 func TestTailMemo(t *testing.T) {
+	narrow := []byte{opProto, 4, opEmptyList, opMemoize, opMark, opEmptyDict, opMemoize, opAppends}
+	narrowStart := int64(len(narrow))
+	narrow = append(narrow, opMark, opShortBinUnicode, 1, 'a', opMemoize, opBinInt1, 7, opMemoize, opAppends, opStop) // ids 2, 3
+	for _, tc := range []struct {
+		name   string
+		refuse Kind
+		all    bool
+	}{
+		{"narrow: every kind", KindNone, true},
+		{"narrow: no str", KindString, false},
+		{"narrow: no int", KindInt, false},
+		{"narrow: no float (none there)", KindFloat, true},
+	} {
+		d := forkAt(t, narrow, narrowStart, nopSink{})
+		if _, _, err := d.DecodeTail(nil); err != nil {
+			t.Fatal(err)
+		}
+		if foreign, all := d.TailMemo(func(k Kind) bool { return k != tc.refuse }); all != tc.all || foreign != nil {
+			t.Errorf("%s: TailMemo = %v, %v; want no foreign ids, %v", tc.name, foreign, all, tc.all)
+		}
+	}
 	b := []byte{opProto, 4, opEmptyList, opMemoize, opMark, opEmptyDict, opMemoize, opAppends} // ids 0, 1
 	start := int64(len(b))
 	b = append(b, opMark, opLongBinGet, 1, 0, 0, 0, opMemoize)                                         // id 2: a copy of the head's dict
