@@ -53,37 +53,44 @@ func newAllocSeq(tr snapshot.Trace) *allocSeq {
 	var byStack []int32 // 1 + a stack's site; 0: not met yet
 	bySize := map[periodSite]int32{}
 	s := &allocSeq{}
-	for i, e := range tr.All() {
-		if e.Action != snapshot.ActionAlloc {
-			continue
-		}
-		var id int32
-		var ok bool
-		sized := e.Stack == snapshot.NoStack || e.Stack == snapshot.EmptyStack
-		if sized {
-			id, ok = bySize[periodSite{e.Stack, e.Size}]
-		} else {
-			if k := int(e.Stack); k >= len(byStack) {
-				byStack = append(byStack, make([]int32, k+1-len(byStack))...)
+	var actions [snapshot.EventsBlock]snapshot.Action
+	var stacks [snapshot.EventsBlock]snapshot.StackID
+	var sizes [snapshot.EventsBlock]uint64
+	for start := 0; start < tr.Len(); start += len(actions) {
+		n := tr.Columns(snapshot.Columns{Actions: actions[:], Stacks: stacks[:], Sizes: sizes[:]}, start)
+		for j, act := range actions[:n] {
+			if act != snapshot.ActionAlloc {
+				continue
 			}
-			id, ok = byStack[e.Stack]-1, byStack[e.Stack] != 0
-		}
-		if !ok {
-			id = int32(len(s.count))
+			stack := stacks[j]
+			var id int32
+			var ok bool
+			sized := stack == snapshot.NoStack || stack == snapshot.EmptyStack
 			if sized {
-				bySize[periodSite{e.Stack, e.Size}] = id
+				id, ok = bySize[periodSite{stack, sizes[j]}]
 			} else {
-				byStack[e.Stack] = id + 1
+				if k := int(stack); k >= len(byStack) {
+					byStack = append(byStack, make([]int32, k+1-len(byStack))...)
+				}
+				id, ok = byStack[stack]-1, byStack[stack] != 0
 			}
-			s.count = append(s.count, 0)
-			s.first = append(s.first, len(s.site))
-			s.last = append(s.last, 0)
-			s.stacks = append(s.stacks, e.Stack)
+			if !ok {
+				id = int32(len(s.count))
+				if sized {
+					bySize[periodSite{stack, sizes[j]}] = id
+				} else {
+					byStack[stack] = id + 1
+				}
+				s.count = append(s.count, 0)
+				s.first = append(s.first, len(s.site))
+				s.last = append(s.last, 0)
+				s.stacks = append(s.stacks, stack)
+			}
+			s.count[id]++
+			s.last[id] = len(s.site)
+			s.site = append(s.site, id)
+			s.event = append(s.event, int32(start+j))
 		}
-		s.count[id]++
-		s.last[id] = len(s.site)
-		s.site = append(s.site, id)
-		s.event = append(s.event, int32(i))
 	}
 	return s
 }
