@@ -352,7 +352,7 @@ func (ev *Events) allPhases() []phase {
 // end (0.1 s of one core's 0.3 s pass on the 996 MB bench file).
 func (ev *Events) placePhases(_, lo, hi int) {
 	scan := diagnose.NewBackwardScan(ev.sn, ev.tr, ev.opts.Filter)
-	optim, zero := windowCursor{ws: ev.optim}, windowCursor{ws: ev.zero}
+	optim, zero := ev.windowCursors()
 	var actions [snapshot.EventsBlock]snapshot.Action
 	var stacks [snapshot.EventsBlock]snapshot.StackID
 	lastPython := snapshot.NoStack // the range's last event with Python frames
@@ -363,15 +363,7 @@ func (ev *Events) placePhases(_, lo, hi int) {
 		n := ev.tr.Columns(snapshot.Columns{Actions: actions[:min(len(actions), hi-start)], Stacks: stacks[:]}, start)
 		for j, stack := range stacks[:n] {
 			i := start + j
-			p := ev.info(stack).phase
-			if p == phaseNone || p == phaseTop {
-				switch {
-				case optim.holds(i):
-					p = phaseOptimizer
-				case zero.holds(i):
-					p = phaseZeroGrad
-				}
-			}
+			p := ev.windowPhase(i, stack, &optim, &zero)
 			switch python := scan.HasPython(stack); {
 			case python:
 				if len(pending) > 0 && scan.InCall(lastPython, stack) {
@@ -391,7 +383,7 @@ func (ev *Events) placePhases(_, lo, hi int) {
 		}
 	}
 	// A run that goes on past the range: During reads on to its end.
-	if len(pending) > 0 && scan.During(int(pending[0]), ev.tr.At(int(pending[0])).Stack) != nil {
+	if len(pending) > 0 && scan.During(int(pending[0]), ev.tr.StackAt(int(pending[0]))) != nil {
 		for _, k := range pending {
 			phases[k] = phaseBackward
 		}
@@ -415,24 +407,38 @@ func (c *classifier) phaseAt(i int) phase {
 }
 
 // phaseOf is where event i, whose stack is stack, happened: its stack's
-// phase, an annotation window's where the stack says nothing more, or, for
-// an event without Python frames, inside the backward() call around it.
-// scan's During reads the events around i; for ascending events it reads
-// each run of them once.
-func (ev *Events) phaseOf(i int, stack snapshot.StackID, scan *diagnose.BackwardScan) phase {
-	p := ev.info(stack).phase
-	if p == phaseNone || p == phaseTop {
-		switch {
-		case inWindow(ev.optim, i) >= 0:
-			p = phaseOptimizer
-		case inWindow(ev.zero, i) >= 0:
-			p = phaseZeroGrad
-		}
-	}
+// phase, an annotation window's where the stack says nothing more
+// (windowPhase), or, for an event without Python frames, inside the
+// backward() call around it. The cursors and scan's During read on from
+// the events asked before: i ascends, and each run is read once.
+func (ev *Events) phaseOf(i int, stack snapshot.StackID, scan *diagnose.BackwardScan, optim, zero *windowCursor) phase {
+	p := ev.windowPhase(i, stack, optim, zero)
 	if p == phaseNone && scan.During(i, stack) != nil {
 		p = phaseBackward
 	}
 	return p
+}
+
+// windowPhase is event i's phase by its stack, or by the optimizer's
+// windows where the stack says none or only the top level: placePhases'
+// and phaseOf's first step. i ascends from one call to the next.
+func (ev *Events) windowPhase(i int, stack snapshot.StackID, optim, zero *windowCursor) phase {
+	p := ev.info(stack).phase
+	if p == phaseNone || p == phaseTop {
+		switch {
+		case optim.holds(i):
+			p = phaseOptimizer
+		case zero.holds(i):
+			p = phaseZeroGrad
+		}
+	}
+	return p
+}
+
+// windowCursors are cursors over the optimizer's step and zero_grad
+// windows, for a pass over ascending events.
+func (ev *Events) windowCursors() (optim, zero windowCursor) {
+	return windowCursor{ws: ev.optim}, windowCursor{ws: ev.zero}
 }
 
 // phasesAt returns the events the labels of allocations only of tl read,
@@ -452,8 +458,9 @@ func (ev *Events) phasesAt(tl *replay.Timeline, only []int32) ([]int32, []phase)
 	at = slices.Compact(at)
 	phases := make([]phase, len(at))
 	scan := diagnose.NewBackwardScan(ev.sn, ev.tr, ev.opts.Filter)
+	optim, zero := ev.windowCursors()
 	for j, i := range at {
-		phases[j] = ev.phaseOf(int(i), ev.tr.StackAt(int(i)), scan)
+		phases[j] = ev.phaseOf(int(i), ev.tr.StackAt(int(i)), scan, &optim, &zero)
 	}
 	return at, phases
 }

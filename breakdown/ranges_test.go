@@ -95,9 +95,10 @@ func TestPhasesSettleRuns(t *testing.T) {
 			ev := ReadEvents(sn, n, tr, Options{Filter: f})
 			phases := ev.allPhases()
 			scan := diagnose.NewBackwardScan(sn, tr, f)
+			optim, zero := ev.windowCursors()
 			for i := range tr.Len() {
 				stack := tr.At(i).Stack
-				want := ev.phaseOf(i, stack, scan)
+				want := ev.phaseOf(i, stack, scan, &optim, &zero)
 				if want == phaseBackward && ev.info(stack).phase != phaseBackward && l == 7 {
 					backward++ // During placed it
 				}
