@@ -189,11 +189,11 @@ var errNoMapping = errors.New("the file cannot be mapped")
 // (mapSlots), in place instead of copied into buffers (on the 996 MB bench
 // file the copies cost 0.2 s of CPU time), and the pages each decoder has
 // passed are let go, so the file does not add to the resident memory.
-// Otherwise it is read at offsets. A big compressed file is decompressed into a temporary file
-// first where that pays (readDecompressed). progress, if not nil, is told
-// from any goroutine how many bytes the decoders have read in all (the
-// walkers, which run ahead of them, do not count): several read at once,
-// each its part; the file's size at the end. It decodes on cores
+// Otherwise it is read at offsets. A big compressed file is decompressed
+// into a temporary file first where that pays (readDecompressed).
+// progress, if not nil, is told from any goroutine how many bytes the
+// decoders have read in all (the walkers, which run ahead of them, do not
+// count): several read at once, each its part; the file's size at the end. It decodes on cores
 // goroutines at most (0: on every core): analyze, which decodes several
 // files at once, shares the cores among them.
 func ReadFile(f *os.File, size int64, cores int, progress func(off int64)) (*Snapshot, error) {
